@@ -5,3 +5,8 @@ __version__ = "0.1.0"
 from jaxmd_dp.errors import InputError  # noqa: E402
 
 __all__ = ["InputError", "__version__"]
+
+# DeePMD-kit models are float64 by default; float32/bfloat16 are opt-in per net (``precision``).
+import jax as _jax  # noqa: E402
+
+_jax.config.update("jax_enable_x64", True)

@@ -1,0 +1,91 @@
+"""DeePMD's smooth environment matrix (se_e2_a), pure jnp.
+
+For a centre atom i and a neighbour j with d = r_j − r_i (Å) and r = |d|, the row is
+
+    w(r) · [1/r, dx/r², dy/r², dz/r²]
+
+with the switch w(u) = u³(−6u² + 15u − 10) + 1, u = (clip(r, rcut_smth, rcut) − rcut_smth)/(rcut − rcut_smth).
+Empty slots give a zero row. Every slot, empty ones included, is then normalised per centre type:
+R = (row − davg[t_i]) / dstd[t_i] (DeePMD-kit does not re-mask empty slots, so they feed the embedding).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def smooth_weight(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
+    """DeePMD's switch: 1 below ``rcut_smth``, 0 above ``rcut``, C² in between. r in Å."""
+    u = (jnp.clip(r, rcut_smth, rcut) - rcut_smth) / (rcut - rcut_smth)
+    return u * u * u * (-6.0 * u * u + 15.0 * u - 10.0) + 1.0
+
+
+def pair_vectors(coord: jax.Array, box: jax.Array | None, idx: jax.Array, shift: jax.Array) -> jax.Array:
+    """Vectors from each centre atom to each neighbour slot, d = r_j − r_i + shift @ box.
+
+    Args:
+      coord: (nframes, natoms, 3) Å.
+      box: (nframes, 3, 3) Å (rows are cell vectors) or None without PBC.
+      idx: (nframes, natoms, nnei) int, −1 for an empty slot.
+      shift: (nframes, natoms, nnei, 3) periodic image in cell vectors.
+
+    Returns:
+      d: (nframes, natoms, nnei, 3) Å; empty slots hold arbitrary finite values (mask with ``idx >= 0``).
+    """
+    j = jnp.where(idx >= 0, idx, 0)
+    rj = jax.vmap(lambda c, jj: c[jj])(coord, j)  # (nf, nloc, nnei, 3)
+    d = rj - coord[:, :, None, :]
+    if box is not None:
+        d = d + jnp.einsum("fasi,fij->fasj", shift.astype(coord.dtype), box)
+    return d
+
+
+def env_rows(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: float) -> jax.Array:
+    """Unnormalised environment rows w(r)·[1/r, d/r²] from pair vectors.
+
+    d: (..., 3) Å; mask: (...) bool, True for a real neighbour. Returns (..., 4); empty slots are 0.
+    Safe to differentiate: empty slots use a dummy unit vector, so no 0/0 appears.
+    """
+    safe = jnp.where(mask[..., None], d, jnp.ones_like(d))
+    r2 = jnp.sum(safe * safe, axis=-1)
+    r = jnp.sqrt(r2)
+    w = smooth_weight(r, rcut_smth, rcut)
+    rows = jnp.concatenate([(w / r)[..., None], (w / r2)[..., None] * safe], axis=-1)
+    return jnp.where(mask[..., None], rows, 0.0)
+
+
+def normalize(rows: jax.Array, atype: jax.Array, davg: jax.Array, dstd: jax.Array) -> jax.Array:
+    """(rows − davg[t_i]) / dstd[t_i] for every slot.
+
+    rows: (nframes, natoms, nnei, 4); atype: (nframes, natoms) int (−1 padding → type 0, caller masks);
+    davg, dstd: (ntypes, nnei, 4). Returns (nframes, natoms, nnei, 4).
+    """
+    t = jnp.maximum(atype, 0)
+    return (rows - davg[t]) / dstd[t]
+
+
+def env_mat(
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    idx: jax.Array,
+    shift: jax.Array,
+    rcut: float,
+    rcut_smth: float,
+    davg: jax.Array,
+    dstd: jax.Array,
+) -> jax.Array:
+    """The normalised se_e2_a environment matrix.
+
+    Args:
+      coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None; atype: (nframes, natoms) int;
+      idx, shift: a neighbour list (see ``neighbor.build``); rcut, rcut_smth: Å;
+      davg, dstd: (ntypes, nnei, 4) normalisation statistics.
+
+    Returns:
+      R: (nframes, natoms, nnei, 4), dimensionless after normalisation.
+    """
+    d = pair_vectors(coord, box, idx, shift)
+    rows = env_rows(d, idx >= 0, rcut, rcut_smth)
+    return normalize(rows, atype, davg, dstd)

@@ -1,0 +1,153 @@
+"""The se_e2_a energy model: atomic energies → energy, forces F = −∂E/∂r, virial.
+
+Learned weights live in a Flax ``params`` tree (:class:`DeepPot`); what is computed from data once and
+not trained lives in :class:`Stats` (environment-matrix davg/dstd and the per-type energy bias).
+Units: coordinates and boxes Å, energies eV, forces eV/Å, virials eV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmd_dp.geometry.env_mat import env_mat
+from jaxmd_dp.geometry.neighbor import NeighborList
+from jaxmd_dp.model.fitting import EnergyFitting
+from jaxmd_dp.model.se_e2_a import DescriptorSeA
+
+DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "bfloat16": jnp.bfloat16, "default": jnp.float64}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelHyper:
+    """Static hyper-parameters of an se_e2_a energy model (hashable; DeePMD-kit's names)."""
+
+    type_map: tuple[str, ...]
+    sel: tuple[int, ...]
+    rcut: float = 6.0
+    rcut_smth: float = 0.5
+    neuron: tuple[int, ...] = (25, 50, 100)
+    axis_neuron: int = 16
+    type_one_side: bool = True
+    resnet_dt: bool = False
+    activation: str = "tanh"
+    fit_neuron: tuple[int, ...] = (240, 240, 240)
+    fit_resnet_dt: bool = True
+    fit_activation: str = "tanh"
+    precision: str = "float64"  # descriptor (embedding nets)
+    fit_precision: str = "float64"
+
+    @property
+    def ntypes(self) -> int:
+        return len(self.type_map)
+
+    @property
+    def nnei(self) -> int:
+        return int(sum(self.sel))
+
+    @property
+    def dim_descriptor(self) -> int:
+        return self.neuron[-1] * self.axis_neuron
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelHyper":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+class Stats(NamedTuple):
+    """Data statistics saved with a model (not trained).
+
+    davg, dstd: (ntypes, nnei, 4) environment-matrix shift and scale per centre type and slot.
+    energy_bias: (ntypes,) eV, added to every atomic energy of that type.
+    """
+
+    davg: jax.Array
+    dstd: jax.Array
+    energy_bias: jax.Array
+
+
+def default_stats(hyper: ModelHyper) -> Stats:
+    """Neutral statistics (davg 0, dstd 1, bias 0), before any data is seen."""
+    shape = (hyper.ntypes, hyper.nnei, 4)
+    return Stats(np.zeros(shape), np.ones(shape), np.zeros(hyper.ntypes))
+
+
+class DeepPot(nn.Module):
+    """Normalised environment matrix R (nf, natoms, nnei, 4) + types → atomic energies (nf, natoms) eV,
+    without the energy bias."""
+
+    hyper: ModelHyper
+
+    def setup(self):
+        h = self.hyper
+        self.descriptor = DescriptorSeA(
+            h.ntypes, h.sel, h.neuron, h.axis_neuron, h.type_one_side, h.resnet_dt, h.activation, DTYPES[h.precision]
+        )
+        self.fitting = EnergyFitting(h.ntypes, h.fit_neuron, h.fit_resnet_dt, h.fit_activation, DTYPES[h.fit_precision])
+
+    def __call__(self, R: jax.Array, atype: jax.Array) -> jax.Array:
+        return self.fitting(self.descriptor(R, atype), atype)
+
+
+def init_params(hyper: ModelHyper, seed: int = 0):
+    """Fresh weights with DeePMD-kit's initialisation."""
+    R = jnp.zeros((1, 1, hyper.nnei, 4))
+    return DeepPot(hyper).init(jax.random.PRNGKey(seed), R, jnp.zeros((1, 1), jnp.int32))["params"]
+
+
+def atomic_energy(
+    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist
+) -> jax.Array:
+    """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
+
+    coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None; atype: (natoms,) or (nframes, natoms);
+    nlist: a :class:`NeighborList` (or anything with ``idx`` and ``shift``) built for these coordinates.
+    """
+    nf, natoms = coord.shape[:2]
+    atype = jnp.broadcast_to(atype, (nf, natoms))
+    R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd)
+    e = DeepPot(hyper).apply({"params": params}, R, atype).astype(coord.dtype)
+    e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
+    return jnp.where(atype >= 0, e, 0.0)
+
+
+class Prediction(NamedTuple):
+    """energy (nf,) eV; force (nf, natoms, 3) eV/Å; virial (nf, 9) eV, row-major V[k, j] = Σ F_k r_j;
+    atom_energy (nf, natoms) eV."""
+
+    energy: jax.Array
+    force: jax.Array
+    virial: jax.Array
+    atom_energy: jax.Array
+
+
+def predict(
+    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist
+) -> Prediction:
+    """Energy, forces and virial, DeePMD-kit's definitions.
+
+    Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
+    box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
+    atoms and periodic images), flattened row-major to (nf, 9).
+    """
+    nf = coord.shape[0]
+
+    def total(c, eps):
+        strain = jnp.eye(3, dtype=c.dtype) + eps
+        c2 = jnp.einsum("fni,fij->fnj", c, strain)
+        b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist)
+        return jnp.sum(ae), ae
+
+    eps0 = jnp.zeros((nf, 3, 3), coord.dtype)
+    (_, ae), (dc, de) = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(coord, eps0)
+    virial = -jnp.swapaxes(de, -1, -2).reshape(nf, 9)
+    return Prediction(jnp.sum(ae, axis=-1), -dc, virial, ae)

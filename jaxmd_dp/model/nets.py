@@ -1,0 +1,96 @@
+"""DeePMD's fully connected nets as Flax modules, with its residual and timestep (``idt``) rules.
+
+A layer computes y = act(x @ matrix + bias); with ``resnet_dt`` a learned per-unit timestep ``idt``
+multiplies y when the layer can have a skip; the skip adds x when out = in, or [x, x] when out = 2·in
+(DeePMD-kit's ``MLPLayer``). Embedding layers and fitting hidden layers have skips; the last fitting
+layer is linear. Initialisation follows DeePMD-kit: matrix ~ N(0, 1/(in + out)), bias ~ N(0, 1),
+idt ~ N(0.1, 0.001²).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": jnp.tanh,
+    "gelu": partial(jax.nn.gelu, approximate=True),  # DeePMD-kit's gelu is the tanh approximation
+    "gelu_tf": partial(jax.nn.gelu, approximate=True),
+    "relu": jax.nn.relu,
+    "relu6": jax.nn.relu6,
+    "softplus": jax.nn.softplus,
+    "sigmoid": jax.nn.sigmoid,
+    "linear": lambda x: x,
+    "none": lambda x: x,
+}
+
+
+def _normal(mean: float, std: float):
+    def init(key, shape, dtype=jnp.float64):
+        return mean + std * jax.random.normal(key, shape, dtype)
+
+    return init
+
+
+def has_skip(n_in: int, n_out: int) -> bool:
+    """DeePMD-kit's residual rule: a skip (and, with resnet_dt, an idt) only when out = in or 2·in."""
+    return n_out == n_in or n_out == 2 * n_in
+
+
+class Layer(nn.Module):
+    """One DeePMD layer. x: (..., in) → (..., out)."""
+
+    features: int
+    activation: str = "tanh"
+    resnet: bool = True
+    resnet_dt: bool = False
+    dtype: jnp.dtype = jnp.float64
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n_in = x.shape[-1]
+        matrix = self.param("matrix", _normal(0.0, (n_in + self.features) ** -0.5), (n_in, self.features), self.dtype)
+        bias = self.param("bias", _normal(0.0, 1.0), (self.features,), self.dtype)
+        y = ACTIVATIONS[self.activation](x @ matrix + bias)
+        skip = self.resnet and has_skip(n_in, self.features)
+        if skip and self.resnet_dt:
+            y = y * self.param("idt", _normal(0.1, 0.001), (self.features,), self.dtype)
+        if skip:
+            y = y + (x if self.features == n_in else jnp.concatenate([x, x], axis=-1))
+        return y
+
+
+class EmbeddingNet(nn.Module):
+    """Embedding net G(s): (..., 1) → (..., neuron[-1])."""
+
+    neuron: Sequence[int]
+    activation: str = "tanh"
+    resnet_dt: bool = False
+    dtype: jnp.dtype = jnp.float64
+
+    @nn.compact
+    def __call__(self, s: jax.Array) -> jax.Array:
+        x = s.astype(self.dtype)
+        for k, n in enumerate(self.neuron):
+            x = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x)
+        return x
+
+
+class FittingNet(nn.Module):
+    """Fitting net: descriptor (..., dim) → atomic energy (..., 1) eV, last layer linear."""
+
+    neuron: Sequence[int]
+    activation: str = "tanh"
+    resnet_dt: bool = True
+    dtype: jnp.dtype = jnp.float64
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x.astype(self.dtype)
+        for k, n in enumerate(self.neuron):
+            x = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x)
+        return Layer(1, "linear", False, False, self.dtype, name=f"layer_{len(self.neuron)}")(x)

@@ -1,0 +1,67 @@
+"""The se_e2_a ("smooth edition, two-body embedding, all information") descriptor as a Flax module.
+
+For a centre atom i with normalised environment matrix R (nnei × 4) the descriptor is
+
+    T = (1/nnei) Σ_j R_jᵀ G(s_j)          (4 × M1),  s_j = R_j0, G the embedding net of the slot's type
+    D = Tᵀ T[:, :M2]                        (M1 × M2), flattened row-major → M1·M2 features
+
+where nnei = sum(sel) is a constant (empty slots count, as in DeePMD-kit). Embedding nets: one per
+neighbour type (``type_one_side``), else one per (neighbour type, centre type) pair, DeePMD-kit's net
+index neighbour_type·ntypes + centre_type.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmd_dp.model.nets import EmbeddingNet
+
+
+class DescriptorSeA(nn.Module):
+    """R: (nframes, natoms, nnei, 4), atype: (nframes, natoms) → D: (nframes, natoms, M1·M2)."""
+
+    ntypes: int
+    sel: Sequence[int]
+    neuron: Sequence[int] = (25, 50, 100)
+    axis_neuron: int = 16
+    type_one_side: bool = True
+    resnet_dt: bool = False
+    activation: str = "tanh"
+    dtype: jnp.dtype = jnp.float64
+
+    def embedding_index(self, neighbor_type: int, centre_type: int) -> int:
+        """DeePMD-kit's embedding-net index for a (neighbour, centre) type pair."""
+        return neighbor_type if self.type_one_side else neighbor_type * self.ntypes + centre_type
+
+    @nn.compact
+    def __call__(self, R: jax.Array, atype: jax.Array) -> jax.Array:
+        nnei = int(sum(self.sel))
+        sec = np.concatenate([[0], np.cumsum(self.sel)])
+        R = R.astype(self.dtype)
+        nets = {}
+
+        def net(k):
+            if k not in nets:
+                nets[k] = EmbeddingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"embed_{k}")
+            return nets[k]
+
+        T = 0.0
+        for tj in range(self.ntypes):
+            Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, nloc, sel_t, 4)
+            s = Rt[..., :1]
+            if self.type_one_side:
+                G = net(self.embedding_index(tj, 0))(s)
+            else:
+                G = jnp.zeros(s.shape[:-1] + (self.neuron[-1],), self.dtype)
+                for ti in range(self.ntypes):
+                    Gi = net(self.embedding_index(tj, ti))(s)
+                    G = jnp.where((atype == ti)[:, :, None, None], Gi, G)
+            T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G)
+        T = T / nnei
+        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
+        return D.reshape(D.shape[:2] + (-1,))
