@@ -1,0 +1,41 @@
+"""Our se_e2_a with DeePMD-kit's weights gives DeePMD-kit's energies, forces, virials, atomic energies."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fixture_models import FIXTURES, load_fixture, max_rel
+from jaxmd_dp.geometry.neighbor import allocate, build
+from jaxmd_dp.model.energy import Stats, predict
+
+
+def _predict(name, precision):
+    hyper, params, stats, p = load_fixture(name)
+    box = p.get("box")
+    dtype = jnp.float64
+    if precision == "float32":
+        hyper = dataclasses.replace(hyper, precision="float32", fit_precision="float32")
+        params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), params)
+    spec = allocate(p["coord"], box, hyper.rcut, hyper.sel)
+
+    @jax.jit
+    def run(coord, box, atype):
+        nl = build(spec, coord, box, atype)
+        return predict(hyper, params, Stats(*stats), coord, box, atype, nl), nl.nneigh
+
+    coord = jnp.asarray(p["coord"], dtype)
+    out, nneigh = run(coord, None if box is None else jnp.asarray(box, dtype), jnp.asarray(p["atype"]))
+    assert np.all(np.asarray(nneigh).max(axis=(0, 1)) <= np.asarray(hyper.sel)), "fixture frames overflow sel"
+    return out, p
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("precision,tol", [("float64", 1e-10), ("float32", 1e-5)])
+def test_matches_deepmd_kit(name, precision, tol):
+    out, p = _predict(name, precision)
+    for key in ("energy", "force", "virial", "atom_energy"):
+        err = max_rel(getattr(out, key), p[key])
+        assert err <= tol, f"{name} {precision} {key}: max rel error {err:.2e} > {tol:g}"
