@@ -104,6 +104,17 @@ def allocate(
     return NeighborSpec(float(rcut), sel, True, "cell", cell_reach, ncell, capacity)
 
 
+def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
+    """Does ``spec`` search far enough (images/cells) for these boxes? (nframes, 3, 3) Å or None.
+
+    Cell capacity is checked at run time instead (``NeighborList.cell_overflow``)."""
+    if box is None or not spec.pbc:
+        return box is None and not spec.pbc
+    widths = _perp_widths(np.asarray(box, np.float64).reshape(-1, 3, 3)).min(axis=0)
+    need = [math.ceil(spec.rcut * n / w) for n, w in zip(spec.ncell, widths)]
+    return all(n <= r for n, r in zip(need, spec.reach))
+
+
 def _cell_index_np(coord, box, ncell):
     frac = np.einsum("fni,fij->fnj", coord, np.linalg.inv(box))
     frac = frac - np.floor(frac)
