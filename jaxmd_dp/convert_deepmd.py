@@ -25,36 +25,16 @@ from jaxmd_dp.model.energy import ModelHyper, Stats
 _DESC = "descriptor.sea."
 _FIT = "fitting_net."
 _NET = re.compile(r"filter_layers\.networks\.(\d+)\.layers\.(\d+)\.(matrix|bias|idt)$")
-_DEFAULT_TYPE_ONE_SIDE = False  # DeePMD-kit's default for se_e2_a
 
 
 def hyper_from_deepmd(model: dict, source: str = "input") -> ModelHyper:
     """ModelHyper from the ``model`` section of a DeePMD-kit input/out.json."""
     try:
-        d, f = model["descriptor"], model["fitting_net"]
-        if d.get("type", "se_e2_a") not in ("se_e2_a", "se_a"):
-            raise InputError(f"{source}: model.descriptor.type {d.get('type')!r} is not se_e2_a")
-        if not isinstance(d["sel"], list):
-            raise InputError(f"{source}: model.descriptor.sel is {d['sel']!r}; give the list (DeePMD-kit's out.json has it)")
-        prec = lambda p: "float64" if p in (None, "default") else p  # noqa: E731
-        return ModelHyper(
-            type_map=tuple(model["type_map"]),
-            sel=tuple(int(s) for s in d["sel"]),
-            rcut=float(d.get("rcut", 6.0)),
-            rcut_smth=float(d.get("rcut_smth", 0.5)),
-            neuron=tuple(d.get("neuron", (10, 20, 40))),
-            axis_neuron=int(d.get("axis_neuron", 4)),
-            type_one_side=bool(d.get("type_one_side", _DEFAULT_TYPE_ONE_SIDE)),
-            resnet_dt=bool(d.get("resnet_dt", False)),
-            activation=d.get("activation_function", "tanh"),
-            fit_neuron=tuple(f.get("neuron", (120, 120, 120))),
-            fit_resnet_dt=bool(f.get("resnet_dt", True)),
-            fit_activation=f.get("activation_function", "tanh"),
-            precision=prec(d.get("precision")),
-            fit_precision=prec(f.get("precision")),
-        )
+        return ModelHyper.from_deepmd(model)
     except KeyError as e:
         raise InputError(f"{source}: missing key {e.args[0]!r} in the model section") from None
+    except ValueError as e:
+        raise InputError(f"{source}: model: {e} (DeePMD-kit's out.json has the list)") from None
 
 
 def params_from_state_dict(sd: dict[str, np.ndarray], hyper: ModelHyper, source: str = "params"):

@@ -62,7 +62,7 @@ def normalize(rows: jax.Array, atype: jax.Array, davg: jax.Array, dstd: jax.Arra
     davg, dstd: (ntypes, nnei, 4). Returns (nframes, natoms, nnei, 4).
     """
     t = jnp.maximum(atype, 0)
-    return (rows - davg[t]) / dstd[t]
+    return (rows - jnp.asarray(davg)[t]) / jnp.asarray(dstd)[t]
 
 
 def env_mat(

@@ -61,6 +61,33 @@ class ModelHyper:
     def from_dict(cls, d: dict) -> "ModelHyper":
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
+    @classmethod
+    def from_deepmd(cls, model: dict) -> "ModelHyper":
+        """From the ``model`` section of a DeePMD-kit input/out.json (or ``Config.model.to_dict()``);
+        ``descriptor.sel`` must be a list. Raises KeyError/ValueError on a malformed section."""
+        d, f = model["descriptor"], model["fitting_net"]
+        if d.get("type", "se_e2_a") not in ("se_e2_a", "se_a"):
+            raise ValueError(f"descriptor type {d.get('type')!r} is not se_e2_a")
+        if not isinstance(d["sel"], (list, tuple)):
+            raise ValueError(f"descriptor sel is {d['sel']!r}, not a list")
+        prec = lambda p: "float64" if p in (None, "default") else p  # noqa: E731
+        return cls(
+            type_map=tuple(model["type_map"]),
+            sel=tuple(int(s) for s in d["sel"]),
+            rcut=float(d.get("rcut", 6.0)),
+            rcut_smth=float(d.get("rcut_smth", 0.5)),
+            neuron=tuple(d.get("neuron", (10, 20, 40))),
+            axis_neuron=int(d.get("axis_neuron", 4)),
+            type_one_side=bool(d.get("type_one_side", False)),  # DeePMD-kit's default
+            resnet_dt=bool(d.get("resnet_dt", False)),
+            activation=d.get("activation_function", "tanh"),
+            fit_neuron=tuple(f.get("neuron", (120, 120, 120))),
+            fit_resnet_dt=bool(f.get("resnet_dt", True)),
+            fit_activation=f.get("activation_function", "tanh"),
+            precision=prec(d.get("precision")),
+            fit_precision=prec(f.get("precision")),
+        )
+
 
 class Stats(NamedTuple):
     """Data statistics saved with a model (not trained).

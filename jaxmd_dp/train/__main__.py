@@ -1,0 +1,79 @@
+"""Train a model: ``python -m jaxmd_dp.train CONFIG [key.path=value ...] [-o DIR] [--restart DIR]``.
+
+CONFIG is our YAML or DeePMD-kit's ``input.json``; overrides change any key. Outputs (out.json,
+lcurve.out, checkpoints) go to ``-o DIR`` (default: the current directory, as DeePMD-kit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.config import Config, load_config
+from jaxmd_dp.errors import InputError
+
+
+def ensure_example_data(config: Config) -> None:
+    """Fetch DeePMD-kit's example water data when a config points at a missing ``.../data/water/data_k``."""
+    from jaxmd_dp.data.fetch import ensure_water_data
+
+    tc = config.training
+    paths = list(tc.training_data.systems) if not isinstance(tc.training_data.systems, str) else [tc.training_data.systems]
+    if tc.validation_data is not None:
+        v = tc.validation_data.systems
+        paths += [v] if isinstance(v, str) else list(v)
+    for p in map(Path, paths):
+        if not p.exists() and p.parent.name == "water" and p.parent.parent.name == "data":
+            ensure_water_data(str(p.parent))
+
+
+def check_output_dir(out: Path, config: Config, restart, force: bool) -> None:
+    """Refuse to overwrite an earlier run silently."""
+    if restart is not None:
+        return
+    tc = config.training
+    old = [n for n in (tc.disp_file, tc.save_ckpt, "out.json") if (out / n).exists()]
+    if old and not force:
+        raise InputError(f"{out}: already holds a training run ({', '.join(old)}); continue it with "
+                         f"--restart {out}, or overwrite it with --force")
+    for n in old:
+        p = out / n
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jaxmd_dp.train", description=__doc__.splitlines()[0])
+    p.add_argument("config", help="our YAML config or DeePMD-kit input.json")
+    p.add_argument("overrides", nargs="*", help="key.path=value overrides, e.g. training.numb_steps=2000")
+    p.add_argument("-o", "--output", default=".", help="output directory (default: current directory)")
+    p.add_argument("--restart", default=None, help="continue from this checkpoint or output directory")
+    p.add_argument("--init-model", default=None, help="start from this model's weights and statistics")
+    p.add_argument("--force", action="store_true", help="overwrite an earlier run in the output directory")
+    args = p.parse_args(argv)
+    for o in args.overrides:
+        if "=" not in o:
+            raise InputError(f"override {o!r}: expected key.path=value")
+    config = load_config(args.config, args.overrides)
+    out = Path(args.output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".jaxmd_dp_write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"{out}: output directory is not writable ({e.strerror})") from None
+    check_output_dir(out, config, args.restart, args.force)
+    ensure_example_data(config)
+
+    from jaxmd_dp.train.loop import Trainer
+
+    trainer = Trainer(config, out, restart=args.restart, init_model=args.init_model)
+    trainer.fit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,99 @@
+"""Training checkpoints with orbax: everything needed to continue exactly.
+
+A checkpoint directory (``<output>/<save_ckpt>``, e.g. ``model.ckpt/``) holds one sub-directory per saved
+step, written atomically by orbax (temporary directory, then rename), keeping ``max_ckpt_keep``. Each has
+``state`` (step, params, optimizer state, statistics) and ``meta`` (JSON: resolved config, model
+hyper-parameters, data-sampler states, versions).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from jaxmd_dp.errors import InputError
+from jaxmd_dp.model.energy import ModelHyper, Stats
+
+ITEMS = ("state", "meta")
+
+
+class Checkpointer:
+    """Save/restore training state under ``directory`` (synchronous; orbax's atomic commit)."""
+
+    def __init__(self, directory: str | Path, max_to_keep: int | None = 5, read_only: bool = False):
+        self.directory = Path(directory).absolute()
+        opts = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=not read_only, enable_async_checkpointing=False, read_only=read_only
+        )
+        self.manager = ocp.CheckpointManager(self.directory, options=opts, item_names=ITEMS)
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, state: dict, meta: dict) -> None:
+        """state: pytree of arrays; meta: JSON-serialisable dict."""
+        state = jax.tree_util.tree_map(np.asarray, state)
+        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                        meta=ocp.args.JsonSave(meta)), force=True)
+        self.manager.wait_until_finished()
+
+    def restore_meta(self, step: int | None = None) -> dict:
+        """The JSON ``meta`` of ``step`` (default: the latest complete checkpoint)."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise InputError(f"{self.directory}: no complete checkpoint found")
+        try:
+            return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{self.directory}/{step}: cannot read checkpoint metadata ({type(e).__name__})") from None
+
+    def restore(self, step: int | None = None, target: dict | None = None) -> tuple[dict, dict]:
+        """(state, meta) of ``step`` (default: the latest). ``target`` gives the tree structure/dtypes."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise InputError(f"{self.directory}: no complete checkpoint found")
+        try:
+            r = self.manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{self.directory}/{step}: cannot restore checkpoint ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        return r.state, r.meta
+
+
+def find_checkpoint_dir(path: str | Path) -> Path:
+    """A checkpoint directory from what a user may pass: the run's output directory (reads its
+    ``out.json`` for ``save_ckpt``, default ``model.ckpt``) or the checkpoint directory itself."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"{path}: no such checkpoint directory")
+    if any(p.name.isdigit() for p in path.iterdir()):
+        return path
+    out = path / "out.json"
+    name = "model.ckpt"
+    if out.exists():
+        import json
+
+        try:
+            name = json.loads(out.read_text())["training"]["save_ckpt"]
+        except (ValueError, KeyError):
+            pass
+    if (path / name).is_dir():
+        return path / name
+    raise InputError(f"{path}: neither a checkpoint directory nor a training output directory with {name}/")
+
+
+def load_model_from_checkpoint(path: str | Path):
+    """(hyper, params, stats) of the latest checkpoint under ``path`` (see :func:`find_checkpoint_dir`)."""
+    ckpt = Checkpointer(find_checkpoint_dir(path), max_to_keep=None, read_only=True)
+    state, meta = ckpt.restore()
+    try:
+        hyper = ModelHyper.from_dict(meta["hyper"])
+        params = jax.tree_util.tree_map(np.asarray, state["params"])
+        stats = Stats(*(np.asarray(state["stats"][k]) for k in Stats._fields))
+    except (KeyError, TypeError) as e:
+        raise InputError(f"{path}: checkpoint lacks {e} (not a jaxmd_dp training checkpoint?)") from None
+    return hyper, params, stats

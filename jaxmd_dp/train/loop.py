@@ -1,0 +1,383 @@
+"""The Trainer: one object used by the command line and by notebooks.
+
+    trainer = Trainer(load_config("configs/water.yaml"), output_dir="runs/water")
+    trainer.fit()                        # numb_steps from the config (or trainer.fit(200))
+    trainer.evaluate("data/water/data_3")
+
+It loads the data systems, resolves ``sel: auto``, computes DeePMD-kit's statistics (or restores them),
+builds the jitted step, and writes ``out.json``, ``lcurve.out`` and orbax checkpoints into ``output_dir``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmd_dp import __version__
+from jaxmd_dp.config import Config
+from jaxmd_dp.data.sampler import DataSampler, find_systems
+from jaxmd_dp.data.system import System, load_system
+from jaxmd_dp.errors import InputError
+from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.geometry.stats import energy_bias, env_mat_stats, sample_stat_frames
+from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params
+from jaxmd_dp.train import lcurve
+from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
+from jaxmd_dp.train.loss import LossPrefs
+from jaxmd_dp.train.parallel import Workers, local_workers
+from jaxmd_dp.train.schedule import exp_decay, worker_scale
+from jaxmd_dp.train.step import TrainState, device_batch, make_eval_step, make_optimizer, make_train_step
+
+
+def system_paths(systems) -> list[str]:
+    """A config's ``systems``: a list of system directories, or one directory searched for systems."""
+    if isinstance(systems, str):
+        return find_systems(systems)
+    return [str(s) for s in systems]
+
+
+def load_systems(systems, type_map: list[str]) -> list[System]:
+    return [load_system(p, type_map) for p in system_paths(systems)]
+
+
+def resolve_sel(sel, systems: list[System], hyper_rcut: float, ntypes: int, log=print) -> tuple[int, ...]:
+    """``sel`` as given, or for "auto"/"auto:f" the largest neighbour count per type in the data × f
+    (default 1.1), rounded up to a multiple of 4 — DeePMD-kit's neighbour statistics."""
+    if not isinstance(sel, str):
+        return tuple(int(s) for s in sel)
+    factor = float(sel.split(":")[1]) if ":" in sel else 1.1
+    nmax = neighbor_stat(systems, hyper_rcut, ntypes)
+    out = tuple(int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in nmax)
+    log(f"sel {sel!r}: max neighbours per type {nmax.tolist()} within rcut {hyper_rcut} Å → sel {list(out)}")
+    return out
+
+
+def neighbor_stat(systems: list[System], rcut: float, ntypes: int) -> np.ndarray:
+    """Max neighbours per type within ``rcut`` over every frame of ``systems``: (ntypes,) int."""
+    nmax = np.zeros(ntypes, int)
+    for s in systems:
+        spec = neighbor.allocate(s.coord, s.box, rcut, (1,) * ntypes)
+        fn = jax.jit(lambda c, b, t, spec=spec: jnp.max(neighbor.build(spec, c, b, t).nneigh, axis=(0, 1)))
+        for a in range(0, s.nframes, 64):
+            box = None if s.box is None else s.box[a:a + 64]
+            nmax = np.maximum(nmax, np.asarray(fn(s.coord[a:a + 64], box, s.atype)))
+    return nmax
+
+
+def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int) -> Stats:
+    """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
+    type, and the per-type energy bias (least squares)."""
+    frames = sample_stat_frames(data, nbatch, seed)
+    davg, dstd = env_mat_stats(frames, hyper, protect)
+    try:
+        bias = energy_bias(frames, hyper.ntypes)
+    except ValueError as e:
+        raise InputError(f"training.training_data: {e}") from None
+    return Stats(davg, dstd, bias)
+
+
+class Trainer:
+    """Trains an se_e2_a model as DeePMD-kit's ``dp train`` does.
+
+    Args:
+      config: a validated :class:`~jaxmd_dp.config.Config`.
+      output_dir: where out.json, lcurve.out and checkpoints go (created).
+      restart: a checkpoint (or output) directory to continue exactly from.
+      init_model: a model/checkpoint whose weights and statistics start a new training.
+      log: where console lines go (``print`` by default).
+      workers: data-parallel context (default: this process alone, all its local devices).
+    """
+
+    def __init__(self, config: Config, output_dir: str | Path = ".", *, restart: str | Path | None = None,
+                 init_model: str | Path | None = None, log: Callable[[str], None] = print,
+                 workers: Workers | None = None):
+        self.config = config
+        self.out = Path(output_dir)
+        self.workers = workers or local_workers()
+        self.log = log if self.workers.is_writer else (lambda *a, **k: None)
+        tc = config.training
+        type_map = list(config.model.type_map)
+        t0 = time.perf_counter()
+        self.train_systems = load_systems(tc.training_data.systems, type_map)
+        vd = tc.validation_data
+        self.valid_systems = load_systems(vd.systems, type_map) if vd is not None else []
+
+        ckpt_meta = None
+        if restart is not None:
+            restart_ckpt = Checkpointer(find_checkpoint_dir(restart), None, read_only=True)
+            ckpt_meta = restart_ckpt.restore_meta()
+        self.seed = tc.seed if tc.seed is not None else (
+            ckpt_meta["seed"] if ckpt_meta else int(np.random.SeedSequence().entropy % 2**31))
+
+        # model hyper-parameters (sel resolved) and the resolved config written to out.json
+        if ckpt_meta is not None:
+            self.hyper = ModelHyper.from_dict(ckpt_meta["hyper"])
+        else:
+            sel = resolve_sel(config.model.descriptor.sel, self.train_systems, config.model.descriptor.rcut,
+                              len(type_map), self.log)
+            model = config.model.to_dict()
+            model["descriptor"]["sel"] = list(sel)
+            self.hyper = ModelHyper.from_deepmd(model)
+        self._check_sel_fits(config.model.descriptor.sel)
+
+        # data samplers: each worker draws its own batches (seed offset by rank)
+        seed = self.seed + 1000003 * self.workers.rank
+        self.train_data = DataSampler(self.train_systems, tc.training_data.batch_size,
+                                      tc.training_data.auto_prob, tc.training_data.sys_probs, seed=seed)
+        self.valid_data = (DataSampler(self.valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=seed + 1)
+                           if vd is not None else None)
+        self.log(self.train_data.summary_table("training"))
+        if self.valid_data is not None:
+            self.log(self.valid_data.summary_table("validation"))
+        self.specs = self._allocate_specs()
+
+        # optimisation
+        lr = config.learning_rate
+        self.start_lr = lr.start_lr
+        self.schedule = exp_decay(lr.start_lr, lr.stop_lr, lr.decay_steps, tc.numb_steps, lr.decay_rate,
+                                  scale=worker_scale(lr.scale_by_worker, self.workers.size))
+        opt = config.optimizer
+        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay)
+        ls = config.loss
+        self.prefs = LossPrefs(ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f,
+                               ls.start_pref_v, ls.limit_pref_v)
+        self.train_step = make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer,
+                                          grad_reduce=self.workers.grad_reduce)
+        self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr)
+
+        # parameters, statistics, optimizer state
+        if ckpt_meta is not None:
+            self._restore(restart_ckpt, ckpt_meta)
+            self.log(f"restarted from {restart} at step {int(self.state.step)}")
+        else:
+            if init_model is not None:
+                from jaxmd_dp.model_io import load_model
+
+                hyper0, params, stats = load_model(init_model)
+                if hyper0 != self.hyper:
+                    raise InputError(f"{init_model}: its model hyper-parameters differ from the config's "
+                                     f"(init-model needs the same descriptor and fitting net)")
+                self.log(f"initialised weights and statistics from {init_model}")
+            else:
+                stats = self.workers.broadcast(self._compute_stats())
+                params = init_params(self.hyper, self._init_seed())
+            params = jax.tree_util.tree_map(jnp.asarray, params)
+            self.stats = Stats(*(jnp.asarray(s) for s in stats))
+            self.state = TrainState(jnp.asarray(0), params, self.optimizer.init(params))
+        self.startup_s = time.perf_counter() - t0
+        self.checkpointer = None
+        self.lcurve_path = self.out / tc.disp_file
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _init_seed(self) -> int:
+        d = self.config.model.descriptor.seed
+        return int(d) if d is not None else self.seed
+
+    def _check_sel_fits(self, sel_cfg) -> None:
+        if not isinstance(sel_cfg, str) and len(sel_cfg) != self.hyper.ntypes:
+            raise InputError(f"model.descriptor.sel has {len(sel_cfg)} entries for {self.hyper.ntypes} types")
+
+    def _allocate_specs(self) -> dict:
+        """One neighbour-list spec per (natoms, pbc), searching enough images/cells for every frame."""
+        groups: dict = {}
+        for s in self.train_systems + self.valid_systems:
+            groups.setdefault((s.natoms, s.pbc), []).append(s)
+        specs = {}
+        for key, systems in groups.items():
+            coord = np.concatenate([s.coord for s in systems])
+            box = None if not key[1] else np.concatenate([s.box for s in systems])
+            specs[key] = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
+        return specs
+
+    def _compute_stats(self) -> Stats:
+        """DeePMD-kit's statistics (env-matrix davg/dstd per type, energy bias) on the training data."""
+        t = time.perf_counter()
+        stats = compute_stats(self.train_data, self.hyper, self.config.model.data_stat_nbatch,
+                              self.config.model.data_stat_protect, self.seed)
+        self.log(f"data statistics in {time.perf_counter() - t:.1f} s; energy bias per type (eV): "
+                 f"{dict(zip(self.hyper.type_map, np.round(np.asarray(stats.energy_bias), 4).tolist()))}")
+        return stats
+
+    def _state_tree(self) -> dict:
+        return {"step": self.state.step, "params": self.state.params, "opt_state": self.state.opt_state,
+                "stats": self.stats._asdict()}
+
+    def _meta(self) -> dict:
+        return {"step": int(self.state.step), "config": self.config.to_dict(), "hyper": self.hyper.to_dict(),
+                "seed": self.seed,
+                "train_sampler": self.train_data.state_dict(),
+                "valid_sampler": self.valid_data.state_dict() if self.valid_data else None,
+                "workers": self.workers.size, "jaxmd_dp": __version__, "jax": jax.__version__}
+
+    def _restore(self, ckpt: Checkpointer, meta: dict) -> None:
+        params = init_params(self.hyper)
+        target = {"step": jnp.asarray(0), "params": params, "opt_state": self.optimizer.init(params),
+                  "stats": default_stats(self.hyper)._asdict()}
+        target = jax.tree_util.tree_map(np.asarray, target)
+        tree, _ = ckpt.restore(meta["step"], target=target)
+        tree = jax.tree_util.tree_map(jnp.asarray, tree)
+        self.stats = Stats(**tree["stats"])
+        self.state = TrainState(tree["step"], tree["params"], tree["opt_state"])
+        if meta.get("workers", 1) == self.workers.size:
+            self.train_data.load_state_dict(meta["train_sampler"])
+            if self.valid_data is not None and meta.get("valid_sampler"):
+                self.valid_data.load_state_dict(meta["valid_sampler"])
+        else:
+            self.log(f"restart with {self.workers.size} workers (checkpoint had {meta.get('workers')}): "
+                     "data sampling starts a new sequence")
+
+    def spec_for(self, batch: dict) -> neighbor.NeighborSpec:
+        key = (int(batch["natoms"]), bool(batch["pbc"]))
+        spec = self.specs[key]
+        if batch["pbc"] and not neighbor.fits(spec, batch["box"]):  # a box the spec did not see
+            spec = self.specs[key] = neighbor.allocate(batch["coord"], batch["box"], self.hyper.rcut, self.hyper.sel)
+        return spec
+
+    # ------------------------------------------------------------------ training
+    def write_out_json(self) -> None:
+        d = self.config.to_dict()
+        d["model"]["descriptor"]["sel"] = list(self.hyper.sel)
+        d["training"]["seed"] = self.seed
+        (self.out / "out.json").write_text(json.dumps(d, indent=2))
+
+    def validate(self, params=None, lr=None) -> dict | None:
+        """Validation metrics over ``numb_btch`` batches, weighted by atoms per frame (DeePMD-kit)."""
+        if self.valid_data is None:
+            return None
+        params = self.state.params if params is None else params
+        lr = self.schedule(int(self.state.step)) if lr is None else lr
+        sums, n = {}, 0
+        for _ in range(self.config.training.validation_data.numb_btch):
+            batch = self.valid_data.next_batch()
+            m = self.eval_step(params, self.stats, device_batch(batch), self.spec_for(batch), lr)
+            na = int(batch["natoms"])
+            for k, v in m.items():
+                if k != "nneigh_max":
+                    sums[k] = sums.get(k, 0.0) + float(v) * na
+            n += na
+        return {k: v / n for k, v in sums.items()}
+
+    def fit(self, numb_steps: int | None = None) -> dict:
+        """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict."""
+        tc = self.config.training
+        total = tc.numb_steps if numb_steps is None else numb_steps
+        writer = self.workers.is_writer
+        start = int(self.state.step)
+        if writer:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.write_out_json()
+            self.checkpointer = self.checkpointer or Checkpointer(self.out / tc.save_ckpt, tc.max_ckpt_keep)
+            if start > 0 and self.lcurve_path.exists():
+                lcurve.truncate_after(self.lcurve_path, start)
+            fout = open(self.lcurve_path, "a" if start > 0 and self.lcurve_path.exists() else "w")
+        header_done = start > 0
+        nmax = jnp.zeros(self.hyper.ntypes, jnp.int32)
+        sel = np.asarray(self.hyper.sel)
+        t_window = time.perf_counter()
+        windows: list[tuple[int, float]] = []
+        last_disp = start
+        step = start
+        try:
+            while step < total:
+                batch = self.train_data.next_batch()
+                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.spec_for(batch))
+                nmax = jnp.maximum(nmax, metrics["nneigh_max"])
+                step += 1
+                if step % tc.disp_freq == 0 or step == 1 or step == total:
+                    train = {k: float(v) for k, v in metrics.items() if k not in ("nneigh_max", "lr")}
+                    lr = float(metrics["lr"])
+                    self._check_overflow(np.asarray(nmax), sel, step)
+                    if not all(math.isfinite(train[k]) for k in ("rmse",)):
+                        raise FloatingPointError(f"step {step}: loss is {train['rmse']} "
+                                                 f"(systems {self.train_systems[batch['sys_index']].path})")
+                    valid = self.validate(self.state.params, lr)
+                    now = time.perf_counter()
+                    windows.append((step - last_disp, now - t_window))
+                    if writer:
+                        if not header_done:
+                            fout.write(lcurve.header(list(train), valid is not None))
+                            header_done = True
+                        fout.write(lcurve.line(step, train, valid, lr))
+                        fout.flush()
+                    self._log_window(step, total, train, valid, lr, now - t_window, windows)
+                    t_window, last_disp = time.perf_counter(), step
+                if writer and (step % tc.save_freq == 0 or step == total):
+                    self.save_checkpoint()
+        finally:
+            if writer:
+                fout.close()
+        return self._summary(windows)
+
+    def save_checkpoint(self) -> None:
+        step = int(self.state.step)
+        self.checkpointer.save(step, self._state_tree(), self._meta())
+        self.log(f"saved checkpoint {self.checkpointer.directory}/{step}")
+
+    def _check_overflow(self, nmax: np.ndarray, sel: np.ndarray, step: int) -> None:
+        over = nmax > sel
+        if over.any():
+            msg = (f"step {step}: neighbours per type reached {nmax.tolist()} > sel {sel.tolist()} "
+                   f"(types {[t for t, o in zip(self.hyper.type_map, over) if o]}); the farthest are dropped "
+                   f"as in DeePMD-kit — raise sel to at least {np.maximum(nmax, sel).tolist()}")
+            if self.config.training.strict_sel:
+                raise InputError(msg + " (training.strict_sel is set)")
+            if not getattr(self, "_warned_sel", False):
+                self.log("warning: " + msg)
+                self._warned_sel = True
+
+    def _log_window(self, step, total, train, valid, lr, wall, windows) -> None:
+        parts = [f"{k} = {v:.2e}" for k, v in sorted(train.items())]
+        self.log(f"batch {step:7d}: trn: " + ", ".join(parts))
+        if valid is not None:
+            self.log(f"batch {step:7d}: val: " + ", ".join(f"{k} = {v:.2e}" for k, v in sorted(valid.items())))
+        per = _steady_rate(windows)
+        eta = (total - step) * per if per else 0.0
+        self.log(f"batch {step:7d}: total wall time = {wall:.2f} s, lr = {lr:.2e}, eta = {_hms(eta)}")
+
+    def _summary(self, windows) -> dict:
+        per = _steady_rate(windows)
+        steps = sum(n for n, _ in windows)
+        if per:
+            self.log(f"average training time: {per:.4f} s/batch (excluding the first window)")
+        return {"steps": steps, "s_per_step": per, "first_window_s": windows[0][1] if windows else None,
+                "startup_s": self.startup_s}
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, system: str | System, nframes: int = 0) -> dict:
+        """dp-test errors of the current model on a system (path or :class:`System`): rmse/mae of energy
+        (total and per atom), force and virial where labelled, as {name: value}."""
+        from jaxmd_dp.inference import Evaluator
+        from jaxmd_dp.test import errors, predict_system
+
+        if not isinstance(system, System):
+            system = load_system(system, list(self.hyper.type_map))
+        ev = Evaluator(self.hyper, self.state.params, self.stats)
+        return {k: v for k, (v, _) in errors(system, predict_system(ev, system, nframes)).items()}
+
+
+def _steady_rate(windows) -> float | None:
+    """Seconds per step, excluding the first window (compilation)."""
+    rest = windows[1:]
+    n = sum(k for k, _ in rest)
+    return sum(t for _, t in rest) / n if n else None
+
+
+def _hms(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def train_and_evaluate(config: Config, workdir: str | Path, **kwargs) -> Trainer:
+    """Train per ``config`` into ``workdir`` and return the trainer (flax-examples style entry point)."""
+    trainer = Trainer(config, workdir, **kwargs)
+    trainer.fit()
+    return trainer

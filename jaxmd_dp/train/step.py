@@ -1,0 +1,92 @@
+"""The jitted training step: neighbour list → env matrix → energy → forces/virial → loss → grads → Adam.
+
+One ``jax.jit`` per batch shape and neighbour-list spec; no host round-trips inside. The factories are
+cached on their (hashable) arguments, so trainers with the same model and schedule share compiled steps. Data-parallel
+training passes ``grad_reduce`` (an all-reduce mean over workers) — see :mod:`jaxmd_dp.train.parallel`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.model.energy import ModelHyper, Stats, predict
+from jaxmd_dp.train.loss import LossPrefs, energy_loss
+from jaxmd_dp.train.schedule import ExpDecay
+
+BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
+
+
+class TrainState(NamedTuple):
+    """step: () int, updates applied so far; params: Flax weights; opt_state: optax state."""
+
+    step: jax.Array
+    params: dict
+    opt_state: optax.OptState
+
+
+@functools.lru_cache(maxsize=16)
+def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0):
+    """Adam (torch's eps = 1e-8) with the learning-rate schedule; ``weight_decay`` adds an L2 term to the
+    gradient before Adam, as DeePMD-kit's PyTorch Adam does."""
+    parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
+    parts += [optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8), optax.scale_by_learning_rate(schedule)]
+    return optax.chain(*parts)
+
+
+def device_batch(batch: dict) -> dict:
+    """The arrays of a sampler batch that the step reads (drops python metadata)."""
+    return {k: batch[k] for k in BATCH_KEYS}
+
+
+def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, spec: neighbor.NeighborSpec,
+               params, stats: Stats, batch: dict, lr):
+    """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks."""
+    box = batch["box"] if spec.pbc else None
+    nl = neighbor.build(spec, batch["coord"], box, batch["atype"])
+    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl)
+    loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
+    metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
+    return loss, metrics
+
+
+@functools.lru_cache(maxsize=16)
+def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, optimizer,
+                    grad_reduce: Callable | None = None):
+    """Returns ``train_step(state, stats, batch, spec) -> (state, metrics)`` (jitted, spec static).
+
+    The metrics are those of the batch before the update (as DeePMD-kit's lcurve ``*_trn``), at the
+    learning rate of this step; ``lr`` is included. Prefactors follow lr / start_lr of ``schedule``, so a
+    worker-count scaling of the schedule leaves them unchanged.
+    """
+
+    def train_step(state: TrainState, stats: Stats, batch: dict, spec):
+        lr = schedule(state.step)
+        grad_fn = jax.value_and_grad(
+            lambda p: batch_loss(hyper, prefs, schedule.start_lr, spec, p, stats, batch, lr),
+            has_aux=True,
+        )
+        (_, metrics), grads = grad_fn(state.params)
+        if grad_reduce is not None:
+            grads = grad_reduce(grads)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics["lr"] = lr
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    return jax.jit(train_step, static_argnums=3, donate_argnums=0)
+
+
+@functools.lru_cache(maxsize=16)
+def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
+    """``eval_step(params, stats, batch, spec, lr) -> metrics`` (jitted, spec static)."""
+
+    def eval_step(params, stats, batch, spec, lr):
+        return batch_loss(hyper, prefs, start_lr, spec, params, stats, batch, lr)[1]
+
+    return jax.jit(eval_step, static_argnums=3)

@@ -1,0 +1,84 @@
+"""Short training runs on real water data with a small model: loss decreases, restart is exact,
+checkpoints are usable by `test`, outputs are DeePMD-kit's."""
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxmd_dp.config import config_from_dict
+from jaxmd_dp.train import Trainer
+from shared_paths import require  # noqa: E402
+
+
+def small_config(numb_steps=100, **training):
+    water = require("water")
+    d = {
+        "model": {
+            "type_map": ["O", "H"],
+            "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
+                           "axis_neuron": 2, "type_one_side": True, "seed": 1},
+            "fitting_net": {"neuron": [16, 16], "resnet_dt": True, "seed": 1},
+            "data_stat_nbatch": 2,
+        },
+        "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-5, "decay_steps": 20},
+        "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},
+        "training": {
+            "training_data": {"systems": [str(water / f"data_{k}") for k in range(3)], "batch_size": 1},
+            "validation_data": {"systems": [str(water / "data_3")], "batch_size": 1, "numb_btch": 1},
+            "numb_steps": numb_steps, "seed": 7, "disp_freq": 10, "save_freq": 50, "max_ckpt_keep": 3,
+            **training,
+        },
+    }
+    return config_from_dict(d)
+
+
+def lcurve_rows(path):
+    return [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    trainer = Trainer(small_config(), out, log=lambda *a: None)
+    summary = trainer.fit()
+    return trainer, out, summary
+
+
+def test_loss_decreases_and_outputs(full_run):
+    trainer, out, summary = full_run
+    rows = lcurve_rows(out / "lcurve.out")
+    steps = [int(r.split()[0]) for r in rows]
+    assert steps == [1] + list(range(10, 101, 10))
+    header = (out / "lcurve.out").read_text().splitlines()[0].split()
+    assert header == ["#", "step", "rmse_val", "rmse_trn", "rmse_e_val", "rmse_e_trn", "rmse_f_val", "rmse_f_trn", "lr"]
+    first, last = (np.array(rows[i].split()[1:], float) for i in (0, -1))
+    assert last[1] < 0.5 * first[1], (first, last)  # rmse_trn
+    assert last[-1] == pytest.approx(1e-3 * 0.01 ** (4 / 5), rel=0.05)  # lr of step index 99: 4 decays of 5
+    out_json = json.loads((out / "out.json").read_text())
+    assert out_json["model"]["descriptor"]["sel"] == [46, 92] and out_json["training"]["seed"] == 7
+    assert sorted(p.name for p in (out / "model.ckpt").iterdir() if p.name.isdigit()) == ["100", "50"]
+    assert summary["steps"] == 100
+
+
+def test_restart_is_exact(full_run, tmp_path):
+    _, full_out, _ = full_run
+    out = tmp_path / "part"
+    Trainer(small_config(numb_steps=100), out, log=lambda *a: None).fit(50)  # as if killed after step 50
+    cfg = small_config(numb_steps=100)
+    trainer = Trainer(cfg, out, restart=out, log=lambda *a: None)
+    assert int(trainer.state.step) == 50
+    trainer.fit()
+    assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")
+
+
+def test_checkpoint_usable_by_test(full_run, capsys):
+    from jaxmd_dp import test as dptest
+    from jaxmd_dp.cli_util import run_cli
+
+    trainer, out, _ = full_run
+    rc = run_cli(dptest.main, ["-m", str(out), "-s", str(require("water/data_3")), "-n", "4"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "Force  RMSE" in text
+    rmse_f = float(text.split("Force  RMSE        :")[1].split()[0])
+    assert rmse_f == pytest.approx(trainer.evaluate(require("water/data_3"), 4)["rmse_f"], rel=1e-6)  # printed with 7 digits
