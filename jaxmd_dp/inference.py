@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict
+from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
 
 
 class Evaluator:
@@ -24,11 +24,12 @@ class Evaluator:
         self._specs: dict = {}
         self.last_nneigh_max = np.zeros(hyper.ntypes, int)
 
-        def run(spec, params, stats, coord, box, atype):
+        def run(spec, capacity, params, stats, coord, box, atype):
             nl = neighbor.build(spec, coord, box, atype)
-            return predict(hyper, params, stats, coord, box, atype, nl), jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
+            pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
+            return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
 
-        self._run = jax.jit(run, static_argnums=0)
+        self._run = jax.jit(run, static_argnums=(0, 1))
 
     def _spec(self, coord, box):
         key = (coord.shape[1], box is None)
@@ -44,7 +45,8 @@ class Evaluator:
         box = None if box is None else np.asarray(box, np.float64)
         spec = self._spec(coord, box)
         for _ in range(3):
-            out, nmax, overflow = self._run(spec, self.params, self.stats, coord, box, np.asarray(atype))
+            capacity = type_capacity([atype], self.hyper.ntypes)
+            out, nmax, overflow = self._run(spec, capacity, self.params, self.stats, coord, box, np.asarray(atype))
             if not bool(overflow):
                 break
             spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method, capacity_factor=2.0)

@@ -21,7 +21,9 @@ all frames of all systems (it does not average per-frame or per-system statistic
 
 (the a-part std is taken around its own mean S_a/N_a although davg stores 0 there). A type with no
 centre atom in the sample gets davg 0 and dstd 0.1 (``StatItem`` defaults). Every slot of a type gets
-the same values.
+the same values. Neighbours come from ``neighbor.allocate``/``build`` (the nearest sel[t] of each type);
+DeePMD-kit first keeps the sum(sel) nearest of any type, then sel[t] per type, which differs only for
+an atom with more than sum(sel) neighbours within rcut (an overflowing sel, which DeePMD-kit warns of).
 
 Energy bias (deepmd/utils/out_stat.py ``compute_stats_from_redu`` via deepmd/pt/utils/stat.py
 ``compute_output_stats``, called by base_atomic_model.py ``compute_or_load_out_stat`` →

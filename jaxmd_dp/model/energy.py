@@ -120,8 +120,8 @@ class DeepPot(nn.Module):
         )
         self.fitting = EnergyFitting(h.ntypes, h.fit_neuron, h.fit_resnet_dt, h.fit_activation, DTYPES[h.fit_precision])
 
-    def __call__(self, R: jax.Array, atype: jax.Array) -> jax.Array:
-        return self.fitting(self.descriptor(R, atype), atype)
+    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None) -> jax.Array:
+        return self.fitting(self.descriptor(R, atype, capacity), atype, capacity)
 
 
 def init_params(hyper: ModelHyper, seed: int = 0):
@@ -131,19 +131,33 @@ def init_params(hyper: ModelHyper, seed: int = 0):
 
 
 def atomic_energy(
-    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist
+    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
+    capacity: tuple[int, ...] | None = None,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
     coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None; atype: (natoms,) or (nframes, natoms);
     nlist: a :class:`NeighborList` (or anything with ``idx`` and ``shift``) built for these coordinates.
+    capacity: (static) most atoms of each type in a frame, so per-type nets run on their atoms only
+    (:func:`type_capacity`); default natoms for every type.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd)
-    e = DeepPot(hyper).apply({"params": params}, R, atype).astype(coord.dtype)
+    e = DeepPot(hyper).apply({"params": params}, R, atype, capacity).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
+
+
+def type_capacity(atypes, ntypes: int) -> tuple[int, ...]:
+    """Most atoms of each type in any of ``atypes`` (each (natoms,) or (nframes, natoms)): the static
+    ``capacity`` argument of :func:`predict`."""
+    cap = np.zeros(ntypes, int)
+    for a in atypes:
+        a = np.asarray(a).reshape(-1, np.shape(a)[-1])
+        for t in range(ntypes):
+            cap[t] = max(cap[t], int((a == t).sum(axis=-1).max(initial=0)))
+    return tuple(int(c) for c in cap)
 
 
 class Prediction(NamedTuple):
@@ -157,7 +171,8 @@ class Prediction(NamedTuple):
 
 
 def predict(
-    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist
+    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
+    capacity: tuple[int, ...] | None = None,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
@@ -171,7 +186,7 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)

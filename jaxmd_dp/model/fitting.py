@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmd_dp.model.nets import FittingNet
+from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
 class EnergyFitting(nn.Module):
@@ -24,9 +25,13 @@ class EnergyFitting(nn.Module):
     dtype: jnp.dtype = jnp.float64
 
     @nn.compact
-    def __call__(self, D: jax.Array, atype: jax.Array) -> jax.Array:
+    def __call__(self, D: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None) -> jax.Array:
+        """capacity: most atoms of each type per frame (static; default natoms): each net runs on its
+        type's atoms only (see :mod:`jaxmd_dp.model.type_groups`)."""
+        capacity = capacity or default_capacity(self.ntypes, D.shape[1])
         out = jnp.zeros(D.shape[:-1], self.dtype)
         for t in range(self.ntypes):
-            e = FittingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"fit_{t}")(D)[..., 0]
-            out = jnp.where(atype == t, e, out)
+            order, valid = gather_type(atype, t, max(1, capacity[t]))
+            net = FittingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"fit_{t}")
+            out = put_atoms(out, order, valid, net(take_atoms(D, order))[..., 0])
         return out

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.model.nets import EmbeddingNet
+from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
 class DescriptorSeA(nn.Module):
@@ -39,9 +40,9 @@ class DescriptorSeA(nn.Module):
         return neighbor_type if self.type_one_side else neighbor_type * self.ntypes + centre_type
 
     @nn.compact
-    def __call__(self, R: jax.Array, atype: jax.Array) -> jax.Array:
-        nnei = int(sum(self.sel))
-        sec = np.concatenate([[0], np.cumsum(self.sel)])
+    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None) -> jax.Array:
+        """capacity: most atoms of each type per frame (static; default natoms); used to run the
+        centre-type embedding nets (type_one_side false) on their type's atoms only."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -50,17 +51,24 @@ class DescriptorSeA(nn.Module):
                 nets[k] = EmbeddingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"embed_{k}")
             return nets[k]
 
+        if self.type_one_side:
+            return self._descriptor(R, lambda tj: net(self.embedding_index(tj, 0)))
+        capacity = capacity or default_capacity(self.ntypes, R.shape[1])
+        D = jnp.zeros(R.shape[:2] + (self.neuron[-1] * self.axis_neuron,), self.dtype)
+        for ti in range(self.ntypes):
+            order, valid = gather_type(atype, ti, max(1, capacity[ti]))
+            Di = self._descriptor(take_atoms(R, order), lambda tj, ti=ti: net(self.embedding_index(tj, ti)))
+            D = put_atoms(D, order, valid, Di)
+        return D
+
+    def _descriptor(self, R: jax.Array, net_for) -> jax.Array:
+        """D of each atom of R (nf, n, nnei, 4), with net_for(neighbour type) its embedding nets."""
+        nnei = int(sum(self.sel))
+        sec = np.concatenate([[0], np.cumsum(self.sel)])
         T = 0.0
         for tj in range(self.ntypes):
-            Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, nloc, sel_t, 4)
-            s = Rt[..., :1]
-            if self.type_one_side:
-                G = net(self.embedding_index(tj, 0))(s)
-            else:
-                G = jnp.zeros(s.shape[:-1] + (self.neuron[-1],), self.dtype)
-                for ti in range(self.ntypes):
-                    Gi = net(self.embedding_index(tj, ti))(s)
-                    G = jnp.where((atype == ti)[:, :, None, None], Gi, G)
+            Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, n, sel_t, 4)
+            G = net_for(tj)(Rt[..., :1])  # (nf, n, sel_t, M1)
             T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])

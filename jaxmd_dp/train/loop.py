@@ -29,13 +29,13 @@ from jaxmd_dp.data.system import System, load_system
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import energy_bias, env_mat_stats, sample_stat_frames
-from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params
+from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, type_capacity
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import TrainState, device_batch, make_eval_step, make_optimizer, make_train_step
+from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, make_eval_step, make_optimizer, make_train_step
 
 
 def system_paths(systems) -> list[str]:
@@ -138,7 +138,7 @@ class Trainer:
         self.log(self.train_data.summary_table("training"))
         if self.valid_data is not None:
             self.log(self.valid_data.summary_table("validation"))
-        self.specs = self._allocate_specs()
+        self.layouts = self._allocate_layouts()
 
         # optimisation
         lr = config.learning_rate
@@ -186,17 +186,19 @@ class Trainer:
         if not isinstance(sel_cfg, str) and len(sel_cfg) != self.hyper.ntypes:
             raise InputError(f"model.descriptor.sel has {len(sel_cfg)} entries for {self.hyper.ntypes} types")
 
-    def _allocate_specs(self) -> dict:
-        """One neighbour-list spec per (natoms, pbc), searching enough images/cells for every frame."""
+    def _allocate_layouts(self) -> dict:
+        """One :class:`BatchLayout` per (natoms, pbc): a neighbour-list spec searching enough images/cells
+        for every frame, and the most atoms of each type in those systems."""
         groups: dict = {}
         for s in self.train_systems + self.valid_systems:
             groups.setdefault((s.natoms, s.pbc), []).append(s)
-        specs = {}
+        layouts = {}
         for key, systems in groups.items():
             coord = np.concatenate([s.coord for s in systems])
             box = None if not key[1] else np.concatenate([s.box for s in systems])
-            specs[key] = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
-        return specs
+            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
+            layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes))
+        return layouts
 
     def _compute_stats(self) -> Stats:
         """DeePMD-kit's statistics (env-matrix davg/dstd per type, energy bias) on the training data."""
@@ -235,12 +237,13 @@ class Trainer:
             self.log(f"restart with {self.workers.size} workers (checkpoint had {meta.get('workers')}): "
                      "data sampling starts a new sequence")
 
-    def spec_for(self, batch: dict) -> neighbor.NeighborSpec:
+    def layout_for(self, batch: dict) -> BatchLayout:
         key = (int(batch["natoms"]), bool(batch["pbc"]))
-        spec = self.specs[key]
-        if batch["pbc"] and not neighbor.fits(spec, batch["box"]):  # a box the spec did not see
-            spec = self.specs[key] = neighbor.allocate(batch["coord"], batch["box"], self.hyper.rcut, self.hyper.sel)
-        return spec
+        layout = self.layouts[key]
+        if batch["pbc"] and not neighbor.fits(layout.spec, batch["box"]):  # a box the spec did not see
+            spec = neighbor.allocate(batch["coord"], batch["box"], self.hyper.rcut, self.hyper.sel)
+            layout = self.layouts[key] = layout._replace(spec=spec)
+        return layout
 
     # ------------------------------------------------------------------ training
     def write_out_json(self) -> None:
@@ -258,7 +261,7 @@ class Trainer:
         sums, n = {}, 0
         for _ in range(self.config.training.validation_data.numb_btch):
             batch = self.valid_data.next_batch()
-            m = self.eval_step(params, self.stats, device_batch(batch), self.spec_for(batch), lr)
+            m = self.eval_step(params, self.stats, device_batch(batch), self.layout_for(batch), lr)
             na = int(batch["natoms"])
             for k, v in m.items():
                 if k != "nneigh_max":
@@ -289,7 +292,7 @@ class Trainer:
         try:
             while step < total:
                 batch = self.train_data.next_batch()
-                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.spec_for(batch))
+                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
                 if step % tc.disp_freq == 0 or step == 1 or step == total:

@@ -22,6 +22,14 @@ from jaxmd_dp.train.schedule import ExpDecay
 BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
 
 
+class BatchLayout(NamedTuple):
+    """What is static about a batch shape: its neighbour-list spec and the most atoms of each type in a
+    frame (per-type nets run on that many atoms; see :mod:`jaxmd_dp.model.type_groups`)."""
+
+    spec: neighbor.NeighborSpec
+    capacity: tuple[int, ...]
+
+
 class TrainState(NamedTuple):
     """step: () int, updates applied so far; params: Flax weights; opt_state: optax state."""
 
@@ -44,12 +52,13 @@ def device_batch(batch: dict) -> dict:
     return {k: batch[k] for k in BATCH_KEYS}
 
 
-def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, spec: neighbor.NeighborSpec,
+def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout,
                params, stats: Stats, batch: dict, lr):
     """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks."""
+    spec = layout.spec
     box = batch["box"] if spec.pbc else None
     nl = neighbor.build(spec, batch["coord"], box, batch["atype"])
-    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl)
+    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
     return loss, metrics
@@ -58,17 +67,17 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, spec: neigh
 @functools.lru_cache(maxsize=16)
 def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, optimizer,
                     grad_reduce: Callable | None = None):
-    """Returns ``train_step(state, stats, batch, spec) -> (state, metrics)`` (jitted, spec static).
+    """Returns ``train_step(state, stats, batch, layout) -> (state, metrics)`` (jitted, layout static).
 
     The metrics are those of the batch before the update (as DeePMD-kit's lcurve ``*_trn``), at the
     learning rate of this step; ``lr`` is included. Prefactors follow lr / start_lr of ``schedule``, so a
     worker-count scaling of the schedule leaves them unchanged.
     """
 
-    def train_step(state: TrainState, stats: Stats, batch: dict, spec):
+    def train_step(state: TrainState, stats: Stats, batch: dict, layout: BatchLayout):
         lr = schedule(state.step)
         grad_fn = jax.value_and_grad(
-            lambda p: batch_loss(hyper, prefs, schedule.start_lr, spec, p, stats, batch, lr),
+            lambda p: batch_loss(hyper, prefs, schedule.start_lr, layout, p, stats, batch, lr),
             has_aux=True,
         )
         (_, metrics), grads = grad_fn(state.params)
@@ -84,9 +93,9 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
 
 @functools.lru_cache(maxsize=16)
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
-    """``eval_step(params, stats, batch, spec, lr) -> metrics`` (jitted, spec static)."""
+    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static)."""
 
-    def eval_step(params, stats, batch, spec, lr):
-        return batch_loss(hyper, prefs, start_lr, spec, params, stats, batch, lr)[1]
+    def eval_step(params, stats, batch, layout, lr):
+        return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
     return jax.jit(eval_step, static_argnums=3)

@@ -12,7 +12,7 @@ from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
 
 
-def _predict(name, precision):
+def _predict(name, precision, capacity=None):
     hyper, params, stats, p = load_fixture(name)
     box = p.get("box")
     dtype = jnp.float64
@@ -24,7 +24,7 @@ def _predict(name, precision):
     @jax.jit
     def run(coord, box, atype):
         nl = build(spec, coord, box, atype)
-        return predict(hyper, params, Stats(*stats), coord, box, atype, nl), nl.nneigh
+        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, capacity), nl.nneigh
 
     coord = jnp.asarray(p["coord"], dtype)
     out, nneigh = run(coord, None if box is None else jnp.asarray(box, dtype), jnp.asarray(p["atype"]))
@@ -39,3 +39,16 @@ def test_matches_deepmd_kit(name, precision, tol):
     for key in ("energy", "force", "virial", "atom_energy"):
         err = max_rel(getattr(out, key), p[key])
         assert err <= tol, f"{name} {precision} {key}: max rel error {err:.2e} > {tol:g}"
+
+
+@pytest.mark.parametrize("name", ["water_pairnets", "nopbc_cho"])
+def test_per_type_capacity_is_exact(name):
+    """Per-type nets on their own atoms only (capacity = atoms of each type) give the same numbers."""
+    from jaxmd_dp.model.energy import type_capacity
+
+    hyper, _, _, p = load_fixture(name)
+    cap = type_capacity([p["atype"]], hyper.ntypes)
+    assert sum(cap) == p["atype"].size
+    out, p = _predict(name, "float64", cap)
+    for key in ("energy", "force", "virial", "atom_energy"):
+        assert max_rel(getattr(out, key), p[key]) <= 1e-10, key
