@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.env_mat import env_mat
-from jaxmd_dp.geometry.neighbor import NeighborList
 from jaxmd_dp.model.fitting import EnergyFitting
 from jaxmd_dp.model.se_e2_a import DescriptorSeA
 

@@ -52,25 +52,48 @@ def main(argv=None) -> int:
     p.add_argument("--restart", default=None, help="continue from this checkpoint or output directory")
     p.add_argument("--init-model", default=None, help="start from this model's weights and statistics")
     p.add_argument("--force", action="store_true", help="overwrite an earlier run in the output directory")
+    # [data parallel] the launcher is detected (mpirun/mpiexec environment, or a jax.distributed coordinator)
+    p.add_argument("--mpi-log", default="master", choices=("master", "collect", "workers"),
+                   help="logging with several processes: master (rank 0 only), collect (every rank, prefixed, "
+                        "to the console), workers (every rank also to <output>/train.rank<k>.log)")
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="jax.distributed coordinator address for multi-process training without MPI "
+                        "(default: $JAX_COORDINATOR_ADDRESS)")
+    p.add_argument("--num-processes", type=int, default=None, help="jax.distributed: number of processes "
+                   "(default: $JAX_NUM_PROCESSES or auto-detected)")
+    p.add_argument("--process-id", type=int, default=None, help="jax.distributed: this process's index "
+                   "(default: $JAX_PROCESS_ID or auto-detected)")
     args = p.parse_args(argv)
     for o in args.overrides:
         if "=" not in o:
             raise InputError(f"override {o!r}: expected key.path=value")
+    from jaxmd_dp.train.parallel import init_workers, rank_logger
+
+    workers = init_workers(args.coordinator, args.num_processes, args.process_id, log_mode=args.mpi_log)
     config = load_config(args.config, args.overrides)
     out = Path(args.output)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".jaxmd_dp_write_test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise InputError(f"{out}: output directory is not writable ({e.strerror})") from None
-    check_output_dir(out, config, args.restart, args.force)
-    ensure_example_data(config)
+    error = None
+    if workers.is_writer:  # [data parallel] rank 0 prepares the output directory and data; all stop on its error
+        try:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                probe = out / ".jaxmd_dp_write_test"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as e:
+                raise InputError(f"{out}: output directory is not writable ({e.strerror})") from None
+            check_output_dir(out, config, args.restart, args.force)
+            ensure_example_data(config)
+        except InputError as e:
+            error = str(e)
+    error = workers.broadcast(error)
+    if error is not None:
+        raise InputError(error)
 
     from jaxmd_dp.train.loop import Trainer
 
-    trainer = Trainer(config, out, restart=args.restart, init_model=args.init_model)
+    trainer = Trainer(config, out, restart=args.restart, init_model=args.init_model, workers=workers,
+                      log=rank_logger(workers, out))
     trainer.fit()
     return 0
 

@@ -10,10 +10,11 @@ builds the jitted step, and writes ``out.json``, ``lcurve.out`` and orbax checkp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -33,9 +34,9 @@ from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params,
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
-from jaxmd_dp.train.parallel import Workers, local_workers
+from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, make_eval_step, make_optimizer, make_train_step
+from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer, make_train_step
 
 
 def system_paths(systems) -> list[str]:
@@ -73,6 +74,32 @@ def neighbor_stat(systems: list[System], rcut: float, ntypes: int) -> np.ndarray
     return nmax
 
 
+class TrainingDiverged(InputError):
+    """A non-finite loss or gradient (bad data or a too-large learning rate)."""
+
+
+class StopSignals:
+    """While alive, SIGTERM/SIGINT/SIGHUP set ``received`` (the signal's name) instead of killing us."""
+
+    NAMES = ("SIGTERM", "SIGINT", "SIGHUP")
+
+    def __init__(self):
+        self.received: str | None = None
+        self._old = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in self.NAMES:
+                sig = getattr(signal, name, None)
+                if sig is not None:
+                    self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.received = signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
 def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int) -> Stats:
     """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
     type, and the per-type energy bias (least squares)."""
@@ -103,7 +130,9 @@ class Trainer:
         self.config = config
         self.out = Path(output_dir)
         self.workers = workers or local_workers()
-        self.log = log if self.workers.is_writer else (lambda *a, **k: None)
+        # [data parallel] rank 0 logs; other ranks too under --mpi-log collect|workers
+        self.log = log if self.workers.is_writer or self.workers.log_mode != "master" else (lambda *a, **k: None)
+        self.log(self.workers.summary())
         tc = config.training
         type_map = list(config.model.type_map)
         t0 = time.perf_counter()
@@ -117,22 +146,32 @@ class Trainer:
             ckpt_meta = restart_ckpt.restore_meta()
         self.seed = tc.seed if tc.seed is not None else (
             ckpt_meta["seed"] if ckpt_meta else int(np.random.SeedSequence().entropy % 2**31))
+        self.seed = self.workers.broadcast(self.seed)  # [data parallel] rank 0's random seed on every worker
 
         # model hyper-parameters (sel resolved) and the resolved config written to out.json
+        model = config.model.to_dict()
         if ckpt_meta is not None:
             self.hyper = ModelHyper.from_dict(ckpt_meta["hyper"])
+            if isinstance(model["descriptor"]["sel"], str):  # "auto": the checkpoint's resolved sel
+                model["descriptor"]["sel"] = list(self.hyper.sel)
+            if ModelHyper.from_deepmd(model) != self.hyper:
+                diff = _differences(ModelHyper.from_deepmd(model), self.hyper)
+                raise InputError(f"--restart {restart}: the checkpoint's model differs from the config's ({diff}); "
+                                 "use --init-model to start a new training from it")
         else:
-            sel = resolve_sel(config.model.descriptor.sel, self.train_systems, config.model.descriptor.rcut,
-                              len(type_map), self.log)
-            model = config.model.to_dict()
-            model["descriptor"]["sel"] = list(sel)
+            model["descriptor"]["sel"] = list(resolve_sel(config.model.descriptor.sel, self.train_systems,
+                                                          config.model.descriptor.rcut, len(type_map), self.log))
             self.hyper = ModelHyper.from_deepmd(model)
+        check_min_distance(self.train_systems + self.valid_systems)
         self._check_sel_fits(config.model.descriptor.sel)
 
-        # data samplers: each worker draws its own batches (seed offset by rank)
-        seed = self.seed + 1000003 * self.workers.rank
-        self.train_data = DataSampler(self.train_systems, tc.training_data.batch_size,
-                                      tc.training_data.auto_prob, tc.training_data.sys_probs, seed=seed)
+        # [data parallel] data samplers: each worker draws its own batches (seed offset by its worker index)
+        td = tc.training_data
+        self.batches = self.workers.batches(
+            lambda w: DataSampler(self.train_systems, td.batch_size, td.auto_prob, td.sys_probs,
+                                  seed=worker_seed(self.seed, w)), group_seed=self.seed)
+        self.train_data = self.batches.samplers[0]  # this process's first worker
+        seed = worker_seed(self.seed, self.workers.worker_ids[0])
         self.valid_data = (DataSampler(self.valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=seed + 1)
                            if vd is not None else None)
         self.log(self.train_data.summary_table("training"))
@@ -150,8 +189,7 @@ class Trainer:
         ls = config.loss
         self.prefs = LossPrefs(ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f,
                                ls.start_pref_v, ls.limit_pref_v)
-        self.train_step = make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer,
-                                          grad_reduce=self.workers.grad_reduce)
+        self.train_step = self.workers.make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
         self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr)
 
         # parameters, statistics, optimizer state
@@ -168,11 +206,11 @@ class Trainer:
                                      f"(init-model needs the same descriptor and fitting net)")
                 self.log(f"initialised weights and statistics from {init_model}")
             else:
-                stats = self.workers.broadcast(self._compute_stats())
+                stats = self.workers.broadcast(self._compute_stats() if self.workers.is_writer else None)
                 params = init_params(self.hyper, self._init_seed())
             params = jax.tree_util.tree_map(jnp.asarray, params)
             self.stats = Stats(*(jnp.asarray(s) for s in stats))
-            self.state = TrainState(jnp.asarray(0), params, self.optimizer.init(params))
+            self.state = init_state(params, self.optimizer)
         self.startup_s = time.perf_counter() - t0
         self.checkpointer = None
         self.lcurve_path = self.out / tc.disp_file
@@ -210,30 +248,32 @@ class Trainer:
         return stats
 
     def _state_tree(self) -> dict:
-        return {"step": self.state.step, "params": self.state.params, "opt_state": self.state.opt_state,
-                "stats": self.stats._asdict()}
+        return {**self.state._asdict(), "stats": self.stats._asdict()}
 
     def _meta(self) -> dict:
         return {"step": int(self.state.step), "config": self.config.to_dict(), "hyper": self.hyper.to_dict(),
                 "seed": self.seed,
                 "train_sampler": self.train_data.state_dict(),
+                # [data parallel] every worker's sampler state (gathered by fit when several processes)
+                **((self.batches.gather_state(self.workers) if self.workers.nprocs == 1
+                    else getattr(self, "_sampler_states", None)) or {}),
                 "valid_sampler": self.valid_data.state_dict() if self.valid_data else None,
                 "workers": self.workers.size, "jaxmd_dp": __version__, "jax": jax.__version__}
 
     def _restore(self, ckpt: Checkpointer, meta: dict) -> None:
         params = init_params(self.hyper)
-        target = {"step": jnp.asarray(0), "params": params, "opt_state": self.optimizer.init(params),
-                  "stats": default_stats(self.hyper)._asdict()}
+        target = {**init_state(params, self.optimizer)._asdict(), "stats": default_stats(self.hyper)._asdict()}
         target = jax.tree_util.tree_map(np.asarray, target)
         tree, _ = ckpt.restore(meta["step"], target=target)
         tree = jax.tree_util.tree_map(jnp.asarray, tree)
-        self.stats = Stats(**tree["stats"])
-        self.state = TrainState(tree["step"], tree["params"], tree["opt_state"])
+        self.stats = Stats(**tree.pop("stats"))
+        self.state = TrainState(**tree)
         if meta.get("workers", 1) == self.workers.size:
-            self.train_data.load_state_dict(meta["train_sampler"])
+            self.batches.load_state(meta, self.workers.worker_ids)  # [data parallel] each worker its own
             if self.valid_data is not None and meta.get("valid_sampler"):
                 self.valid_data.load_state_dict(meta["valid_sampler"])
         else:
+            self.batches.reseed(self.seed, int(meta["step"]), self.workers.worker_ids)  # [data parallel]
             self.log(f"restart with {self.workers.size} workers (checkpoint had {meta.get('workers')}): "
                      "data sampling starts a new sequence")
 
@@ -251,6 +291,7 @@ class Trainer:
         d["model"]["descriptor"]["sel"] = list(self.hyper.sel)
         d["training"]["seed"] = self.seed
         (self.out / "out.json").write_text(json.dumps(d, indent=2))
+        (self.out / "run_info.json").write_text(json.dumps(run_info(self.seed, self.workers.size), indent=2))
 
     def validate(self, params=None, lr=None) -> dict | None:
         """Validation metrics over ``numb_btch`` batches, weighted by atoms per frame (DeePMD-kit)."""
@@ -270,7 +311,12 @@ class Trainer:
         return {k: v / n for k, v in sums.items()}
 
     def fit(self, numb_steps: int | None = None) -> dict:
-        """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict."""
+        """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict.
+
+        SIGTERM, SIGINT and SIGHUP save a checkpoint at the current step and return early
+        (``summary["stopped_by"]``). A non-finite loss or gradient stops training with
+        :class:`TrainingDiverged`, without saving; the last checkpoint is the last good state.
+        """
         tc = self.config.training
         total = tc.numb_steps if numb_steps is None else numb_steps
         writer = self.workers.is_writer
@@ -289,20 +335,25 @@ class Trainer:
         windows: list[tuple[int, float]] = []
         last_disp = start
         step = start
+        recent: dict[int, int] = {}  # step index → system index, since the last NaN-guard check
+        stop = StopSignals()
         try:
-            while step < total:
-                batch = self.train_data.next_batch()
+            while step < total and not stop.received:
+                batch = self.batches.next()  # [data parallel] this process's workers' batches
+                recent[step] = int(batch["sys_index"])
                 self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
-                if step % tc.disp_freq == 0 or step == 1 or step == total:
+                display = step % tc.disp_freq == 0 or step == 1 or step == total
+                save = step % tc.save_freq == 0 or step == total
+                if display or save or stop.received:
+                    self._check_finite(recent)
+                    recent.clear()
+                if display:
                     train = {k: float(v) for k, v in metrics.items() if k not in ("nneigh_max", "lr")}
                     lr = float(metrics["lr"])
                     self._check_overflow(np.asarray(nmax), sel, step)
-                    if not all(math.isfinite(train[k]) for k in ("rmse",)):
-                        raise FloatingPointError(f"step {step}: loss is {train['rmse']} "
-                                                 f"(systems {self.train_systems[batch['sys_index']].path})")
-                    valid = self.validate(self.state.params, lr)
+                    valid = self.validate(self.state.params, lr) if writer else None  # [data parallel]
                     now = time.perf_counter()
                     windows.append((step - last_disp, now - t_window))
                     if writer:
@@ -313,17 +364,39 @@ class Trainer:
                         fout.flush()
                     self._log_window(step, total, train, valid, lr, now - t_window, windows)
                     t_window, last_disp = time.perf_counter(), step
-                if writer and (step % tc.save_freq == 0 or step == total):
-                    self.save_checkpoint()
+                if save or stop.received:
+                    self._sampler_states = self.batches.gather_state(self.workers)  # [data parallel] collective
+                    if writer:
+                        self.save_checkpoint()
         finally:
+            stop.restore()
             if writer:
                 fout.close()
-        return self._summary(windows)
+        summary = self._summary(windows)
+        if stop.received:
+            self.log(f"received {stop.received}: saved step {step} and stopped; continue with --restart {self.out}")
+            summary["stopped_by"] = stop.received
+        return summary
 
     def save_checkpoint(self) -> None:
         step = int(self.state.step)
-        self.checkpointer.save(step, self._state_tree(), self._meta())
+        try:
+            self.checkpointer.save(step, self._state_tree(), self._meta())
+        except OSError as e:
+            last = self.checkpointer.latest_step()
+            raise InputError(f"{self.checkpointer.directory}: cannot save checkpoint {step} ({e.strerror or e}); "
+                             f"the last complete checkpoint is {last}") from None
         self.log(f"saved checkpoint {self.checkpointer.directory}/{step}")
+
+    def _check_finite(self, recent: dict[int, int]) -> None:
+        """The NaN guard: the step recorded a non-finite loss/gradient → stop, naming step and system."""
+        bad = int(self.state.first_bad)
+        if bad < 0:
+            return
+        system = self.train_systems[recent[bad]].path if bad in recent else "unknown"
+        last = self.checkpointer.latest_step() if self.checkpointer else None
+        raise TrainingDiverged(f"step {bad + 1}: loss or gradient is not finite (batch from {system}); "
+                               f"training stopped without saving; the last checkpoint ({last}) is intact")
 
     def _check_overflow(self, nmax: np.ndarray, sel: np.ndarray, step: int) -> None:
         over = nmax > sel
@@ -365,6 +438,41 @@ class Trainer:
             system = load_system(system, list(self.hyper.type_map))
         ev = Evaluator(self.hyper, self.state.params, self.stats)
         return {k: v for k, (v, _) in errors(system, predict_system(ev, system, nframes)).items()}
+
+
+def run_info(seed: int, nworkers: int) -> dict:
+    """What a run's numbers depend on besides the config: seed, versions, platform."""
+    import importlib.metadata as md
+    import platform
+
+    versions = {}
+    for pkg in ("jaxmd_dp", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "mpi4jax"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"seed": seed, "workers": nworkers, "versions": versions, "python": platform.python_version(),
+            "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
+            "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _differences(a: ModelHyper, b: ModelHyper) -> str:
+    da, db = a.to_dict(), b.to_dict()
+    return ", ".join(f"{k}: config {da[k]} vs checkpoint {db[k]}" for k in da if da[k] != db[k])
+
+
+def check_min_distance(systems: list[System], rmin: float = 0.1) -> None:
+    """Stop with the system and frame when two atoms are closer than ``rmin`` Å (broken data)."""
+    for s in systems:
+        if s.natoms < 2:
+            continue
+        spec = neighbor.allocate(s.coord[:1], s.box if s.box is None else s.box, rmin, (1,), method="brute")
+        fn = jax.jit(lambda c, b, spec=spec: jnp.max(neighbor.build(spec, c, b, jnp.zeros(c.shape[1], int)).nneigh,
+                                                      axis=(1, 2)))
+        for a in range(0, s.nframes, 256):
+            n = np.asarray(fn(s.coord[a:a + 256], None if s.box is None else s.box[a:a + 256]))
+            if n.any():
+                raise InputError(f"{s.path}: frame {a + int(np.argmax(n > 0))} has two atoms closer than {rmin} Å")
 
 
 def _steady_rate(windows) -> float | None:

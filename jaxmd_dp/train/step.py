@@ -31,11 +31,18 @@ class BatchLayout(NamedTuple):
 
 
 class TrainState(NamedTuple):
-    """step: () int, updates applied so far; params: Flax weights; opt_state: optax state."""
+    """step: () int, steps taken so far; params: Flax weights; opt_state: optax state;
+    first_bad: () int, index of the first step whose loss or gradient was not finite (−1: none). From
+    that step on no update is applied, so ``params`` stay the last good ones (the NaN guard)."""
 
     step: jax.Array
     params: dict
     opt_state: optax.OptState
+    first_bad: jax.Array
+
+
+def init_state(params, optimizer) -> TrainState:
+    return TrainState(jnp.asarray(0), params, optimizer.init(params), jnp.asarray(-1))
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,13 +87,18 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
             lambda p: batch_loss(hyper, prefs, schedule.start_lr, layout, p, stats, batch, lr),
             has_aux=True,
         )
-        (_, metrics), grads = grad_fn(state.params)
+        (loss, metrics), grads = grad_fn(state.params)
         if grad_reduce is not None:
             grads = grad_reduce(grads)
+        finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+        first_bad = jnp.where((state.first_bad < 0) & ~finite, state.step, state.first_bad)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
+        keep = first_bad >= 0  # NaN guard: never apply a non-finite update, stop updating after one
+        params, opt_state = jax.tree_util.tree_map(lambda old, new: jnp.where(keep, old, new),
+                                                   (state.params, state.opt_state), (params, opt_state))
         metrics["lr"] = lr
-        return TrainState(state.step + 1, params, opt_state), metrics
+        return TrainState(state.step + 1, params, opt_state, first_bad), metrics
 
     return jax.jit(train_step, static_argnums=3, donate_argnums=0)
 
