@@ -63,7 +63,7 @@ def main(argv=None) -> int:
                    "(default: $JAX_NUM_PROCESSES or auto-detected)")
     p.add_argument("--process-id", type=int, default=None, help="jax.distributed: this process's index "
                    "(default: $JAX_PROCESS_ID or auto-detected)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     for o in args.overrides:
         if "=" not in o:
             raise InputError(f"override {o!r}: expected key.path=value")
