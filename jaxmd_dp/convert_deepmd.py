@@ -66,11 +66,10 @@ def params_from_state_dict(sd: dict[str, np.ndarray], hyper: ModelHyper, source:
 def _check_shapes(params, hyper: ModelHyper, source: str) -> None:
     from jax import tree_util
 
-    from jaxmd_dp.model.energy import init_params
+    from jaxmd_dp.model.energy import param_shapes
 
-    ref = init_params(hyper)
     got = tree_util.tree_map(np.shape, params)
-    want = tree_util.tree_map(np.shape, ref)
+    want = tree_util.tree_map(lambda x: tuple(x.shape), param_shapes(hyper))
     if got != want:
         raise InputError(f"{source}: the weights do not match the input's hyper-parameters "
                          f"(nets/layers/shapes differ; check neuron, type_one_side, resnet_dt)")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from pallas_kernels import dispatch
+
 
 def smooth_weight(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
     """DeePMD's switch: 1 below ``rcut_smth``, 0 above ``rcut``, C² in between. r in Å."""
@@ -75,6 +77,7 @@ def env_mat(
     rcut_smth: float,
     davg: jax.Array,
     dstd: jax.Array,
+    kernels: str | None = None,
 ) -> jax.Array:
     """The normalised se_e2_a environment matrix.
 
@@ -82,10 +85,16 @@ def env_mat(
       coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None; atype: (nframes, natoms) int;
       idx, shift: a neighbour list (see ``neighbor.build``); rcut, rcut_smth: Å;
       davg, dstd: (ntypes, nnei, 4) normalisation statistics.
+      kernels: "pallas" | "jnp" | "auto" (default: ``$JAXMD_DP_KERNELS``, else auto = Pallas on GPU).
 
     Returns:
       R: (nframes, natoms, nnei, 4), dimensionless after normalisation.
     """
+    if dispatch.use_pallas(kernels):
+        from pallas_kernels.env_mat import env_mat as env_mat_kernel
+
+        return env_mat_kernel(coord, box, atype, idx, shift, rcut, rcut_smth, jnp.asarray(davg), jnp.asarray(dstd),
+                              interpret=dispatch.interpret_mode())
     d = pair_vectors(coord, box, idx, shift)
     rows = env_rows(d, idx >= 0, rcut, rcut_smth)
     return normalize(rows, atype, davg, dstd)

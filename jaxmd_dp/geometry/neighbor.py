@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pallas_kernels import dispatch
+
 
 class NeighborSpec(NamedTuple):
     """Static (hashable) description of a neighbour-list computation; see :func:`allocate`."""
@@ -224,7 +226,8 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     return idx, sh, nn, overflow
 
 
-def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array) -> NeighborList:
+def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
+          kernels: str | None = None) -> NeighborList:
     """Build the neighbour list of each frame.
 
     Args:
@@ -232,10 +235,16 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
       coord: (nframes, natoms, 3) Å.
       box: (nframes, 3, 3) Å, rows are cell vectors; ignored (may be None) when ``spec.pbc`` is False.
       atype: (natoms,) or (nframes, natoms) int, atom types; −1 marks padding atoms (never neighbours).
+      kernels: "pallas" | "jnp" | "auto" (default: ``$JAXMD_DP_KERNELS``, else auto = Pallas on GPU).
 
     Returns:
       A :class:`NeighborList` with ``nnei = sum(spec.sel)`` slots per atom.
     """
+    if dispatch.use_pallas(kernels):
+        from pallas_kernels.neighbor import build as build_kernel
+
+        nl = build_kernel(spec, coord, box, atype, interpret=dispatch.interpret_mode())
+        return NeighborList(*nl)
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(jnp.asarray(atype), (nf, natoms))

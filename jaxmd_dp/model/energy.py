@@ -8,6 +8,7 @@ Units: coordinates and boxes Å, energies eV, forces eV/Å, virials eV.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -124,14 +125,24 @@ class DeepPot(nn.Module):
 
 
 def init_params(hyper: ModelHyper, seed: int = 0):
-    """Fresh weights with DeePMD-kit's initialisation."""
+    """Fresh weights with DeePMD-kit's initialisation (compiled once per hyper-parameters)."""
+    return _init_fn(hyper)(jax.random.PRNGKey(seed))
+
+
+def param_shapes(hyper: ModelHyper):
+    """The weight tree's shapes and dtypes (``jax.ShapeDtypeStruct``), without computing anything."""
+    return jax.eval_shape(_init_fn(hyper), jax.random.PRNGKey(0))
+
+
+@functools.lru_cache(maxsize=32)
+def _init_fn(hyper: ModelHyper):
     R = jnp.zeros((1, 1, hyper.nnei, 4))
-    return DeepPot(hyper).init(jax.random.PRNGKey(seed), R, jnp.zeros((1, 1), jnp.int32))["params"]
+    return jax.jit(lambda key: DeepPot(hyper).init(key, R, jnp.zeros((1, 1), jnp.int32))["params"])
 
 
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
-    capacity: tuple[int, ...] | None = None,
+    capacity: tuple[int, ...] | None = None, kernels: str | None = None,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -139,10 +150,12 @@ def atomic_energy(
     nlist: a :class:`NeighborList` (or anything with ``idx`` and ``shift``) built for these coordinates.
     capacity: (static) most atoms of each type in a frame, so per-type nets run on their atoms only
     (:func:`type_capacity`); default natoms for every type.
+    kernels: environment-matrix implementation, "pallas" | "jnp" | "auto" (see ``geometry.env_mat``).
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
-    R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd)
+    R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd,
+                kernels)
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -171,7 +184,7 @@ class Prediction(NamedTuple):
 
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
-    capacity: tuple[int, ...] | None = None,
+    capacity: tuple[int, ...] | None = None, kernels: str | None = None,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
@@ -185,7 +198,7 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)

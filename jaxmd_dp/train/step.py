@@ -28,6 +28,7 @@ class BatchLayout(NamedTuple):
 
     spec: neighbor.NeighborSpec
     capacity: tuple[int, ...]
+    kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
 
 
 class TrainState(NamedTuple):
@@ -64,8 +65,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks."""
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
-    nl = neighbor.build(spec, batch["coord"], box, batch["atype"])
-    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity)
+    kernels = None if layout.kernels == "auto" else layout.kernels
+    nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels)
+    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
     return loss, metrics
