@@ -53,6 +53,10 @@ def load_model(path: str | os.PathLike):
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such model file or directory")
+    if path.is_file():  # a frozen model file (python -m jaxmd_dp.freeze)
+        from jaxmd_dp.freeze import load_frozen
+
+        return load_frozen(path)
     meta_file = path / "model.json"
     if path.is_dir() and meta_file.exists():
         try:

@@ -235,7 +235,8 @@ class Trainer:
             coord = np.concatenate([s.coord for s in systems])
             box = None if not key[1] else np.concatenate([s.box for s in systems])
             spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
-            layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes))
+            layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
+                                       self.config.training.kernels)
         return layouts
 
     def _compute_stats(self) -> Stats:
@@ -336,6 +337,8 @@ class Trainer:
         last_disp = start
         step = start
         recent: dict[int, int] = {}  # step index → system index, since the last NaN-guard check
+        tb, bar, log = self._open_reporters(start, total)
+        t_tb, last_tb = time.perf_counter(), start
         stop = StopSignals()
         try:
             while step < total and not stop.received:
@@ -344,6 +347,8 @@ class Trainer:
                 self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
+                if bar is not None:
+                    bar.update(step)  # a python int: no device sync
                 display = step % tc.disp_freq == 0 or step == 1 or step == total
                 save = step % tc.save_freq == 0 or step == total
                 if display or save or stop.received:
@@ -364,12 +369,22 @@ class Trainer:
                         fout.flush()
                     self._log_window(step, total, train, valid, lr, now - t_window, windows)
                     t_window, last_disp = time.perf_counter(), step
+                if tb is not None and (step % tc.tensorboard_freq == 0 or display):
+                    now_tb = time.perf_counter()
+                    tb.metrics(step, {k: float(v) for k, v in metrics.items() if k not in ("nneigh_max", "lr")},
+                               valid if display else None, lr=float(metrics["lr"]),
+                               step_time=(now_tb - t_tb) / max(1, step - last_tb))
+                    t_tb, last_tb = now_tb, step
                 if save or stop.received:
                     self._sampler_states = self.batches.gather_state(self.workers)  # [data parallel] collective
                     if writer:
                         self.save_checkpoint()
         finally:
             stop.restore()
+            for r in (tb, bar):
+                if r is not None:
+                    r.close()
+            self.log = log
             if writer:
                 fout.close()
         summary = self._summary(windows)
@@ -377,6 +392,28 @@ class Trainer:
             self.log(f"received {stop.received}: saved step {step} and stopped; continue with --restart {self.out}")
             summary["stopped_by"] = stop.received
         return summary
+
+    def _open_reporters(self, start: int, total: int):
+        """TensorBoard writer (``training.tensorboard``) and, on a terminal or in a notebook, a progress
+        bar through which log lines are then printed. Returns (tb, bar, the log function to restore)."""
+        tc, log = self.config.training, self.log
+        if not self.workers.is_writer:
+            return None, None, log
+        tb = None
+        if tc.tensorboard:
+            from jaxmd_dp.train.tensorboard import TBWriter
+
+            tb = TBWriter(self.out / tc.tensorboard_log_dir, purge_step=start + 1 if start > 0 else None)
+        bar = None
+        if log is print:
+            from jaxmd_dp.train.progress import Progress
+
+            bar = Progress(total, start)
+            if bar.active:
+                self.log = bar.write
+            else:
+                bar = None
+        return tb, bar, log
 
     def save_checkpoint(self) -> None:
         step = int(self.state.step)

@@ -27,6 +27,7 @@ def small_config(numb_steps=100, **training):
             "training_data": {"systems": [str(water / f"data_{k}") for k in range(3)], "batch_size": 1},
             "validation_data": {"systems": [str(water / "data_3")], "batch_size": 1, "numb_btch": 1},
             "numb_steps": numb_steps, "seed": 7, "disp_freq": 10, "save_freq": 50, "max_ckpt_keep": 3,
+            "tensorboard": True, "tensorboard_freq": 5,
             **training,
         },
     }
@@ -82,3 +83,19 @@ def test_checkpoint_usable_by_test(full_run, capsys):
     assert rc == 0 and "Force  RMSE" in text
     rmse_f = float(text.split("Force  RMSE        :")[1].split()[0])
     assert rmse_f == pytest.approx(trainer.evaluate(require("water/data_3"), 4)["rmse_f"], rel=1e-6)  # printed with 7 digits
+
+
+def test_tensorboard_events_from_training(full_run):
+    """training.tensorboard writes the lcurve quantities, lr and step time, readable by TensorBoard."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    _, out, _ = full_run
+    acc = event_accumulator.EventAccumulator(str(out / "log"), size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"rmse/trn", "rmse_f/trn", "rmse_e/val", "lr", "step_time"} <= tags, tags
+    steps = [e.step for e in acc.Scalars("rmse_f/trn")]
+    assert steps[0] == 1 and steps[-1] == 100 and 5 in steps
+    lc = {int(r.split()[0]): float(r.split()[6]) for r in lcurve_rows(out / "lcurve.out")}
+    tb = {e.step: e.value for e in acc.Scalars("rmse_f/trn")}
+    assert all(abs(tb[k] - v) <= 0.006 * v for k, v in lc.items())  # lcurve prints 3 digits
