@@ -10,6 +10,7 @@ builds the jitted step, and writes ``out.json``, ``lcurve.out`` and orbax checkp
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import signal
@@ -36,7 +37,7 @@ from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer, make_train_step
+from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer
 
 
 def system_paths(systems) -> list[str]:
@@ -503,13 +504,18 @@ def check_min_distance(systems: list[System], rmin: float = 0.1) -> None:
     for s in systems:
         if s.natoms < 2:
             continue
-        spec = neighbor.allocate(s.coord[:1], s.box if s.box is None else s.box, rmin, (1,), method="brute")
-        fn = jax.jit(lambda c, b, spec=spec: jnp.max(neighbor.build(spec, c, b, jnp.zeros(c.shape[1], int)).nneigh,
-                                                      axis=(1, 2)))
+        spec = neighbor.allocate(s.coord[:1], s.box, rmin, (1,), method="brute")
+        fn = _close_pairs_fn(spec)
         for a in range(0, s.nframes, 256):
             n = np.asarray(fn(s.coord[a:a + 256], None if s.box is None else s.box[a:a + 256]))
             if n.any():
                 raise InputError(f"{s.path}: frame {a + int(np.argmax(n > 0))} has two atoms closer than {rmin} Å")
+
+
+@functools.lru_cache(maxsize=64)
+def _close_pairs_fn(spec: neighbor.NeighborSpec):
+    """Jitted: per frame, does any atom have a neighbour within spec.rcut? (compiled once per spec)."""
+    return jax.jit(lambda c, b: jnp.max(neighbor.build(spec, c, b, jnp.zeros(c.shape[1], int)).nneigh, axis=(1, 2)))
 
 
 def _steady_rate(windows) -> float | None:

@@ -325,16 +325,22 @@ def local_workers(devices: Sequence | None = None, log_mode: str = "master") -> 
                    log_mode=log_mode, description=f"one process, {len(devices)} devices (shard_map)")
 
 
+_MPI_REDUCE: dict = {}  # one grad_reduce per communicator: the compiled step is cached on it
+
+
 def _mpi_mean(comm, n: int):
     import mpi4jax
     from jax.flatten_util import ravel_pytree
     from mpi4py import MPI
 
-    def grad_reduce(grads):
-        flat, unravel = ravel_pytree(grads)  # one all-reduce for the whole tree
-        return unravel(mpi4jax.allreduce(flat, op=MPI.SUM, comm=comm) / n)
+    key = (comm.py2f(), n)
+    if key not in _MPI_REDUCE:
+        def grad_reduce(grads):
+            flat, unravel = ravel_pytree(grads)  # one all-reduce for the whole tree
+            return unravel(mpi4jax.allreduce(flat, op=MPI.SUM, comm=comm) / n)
 
-    return grad_reduce
+        _MPI_REDUCE[key] = grad_reduce
+    return _MPI_REDUCE[key]
 
 
 def mpi_workers(comm=None, log_mode: str = "master") -> Workers:

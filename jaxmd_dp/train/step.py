@@ -89,10 +89,11 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
             lambda p: batch_loss(hyper, prefs, schedule.start_lr, layout, p, stats, batch, lr),
             has_aux=True,
         )
-        (loss, metrics), grads = grad_fn(state.params)
+        (_, metrics), grads = grad_fn(state.params)
         if grad_reduce is not None:
             grads = grad_reduce(grads)
-        finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+        # decided on the (worker-averaged) gradients, so every data-parallel worker takes the same decision
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
         first_bad = jnp.where((state.first_bad < 0) & ~finite, state.step, state.first_bad)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
