@@ -10,3 +10,12 @@ __all__ = ["InputError", "__version__"]
 import jax as _jax  # noqa: E402
 
 _jax.config.update("jax_enable_x64", True)
+
+
+def __getattr__(name):
+    """``from jaxmd_dp import Trainer, load_config, Model`` (imported lazily: the CLI tools stay light)."""
+    if name in ("Trainer", "load_config", "Model", "live_plot_callback"):
+        from jaxmd_dp import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'jaxmd_dp' has no attribute {name!r}")

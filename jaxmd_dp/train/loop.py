@@ -466,6 +466,13 @@ class Trainer:
                 "startup_s": self.startup_s}
 
     # ------------------------------------------------------------------ evaluation
+    @property
+    def model(self):
+        """The current model as a :class:`jaxmd_dp.api.Model` (``.energy_and_forces(coord, box, atype)``)."""
+        from jaxmd_dp.api import Model
+
+        return Model(self.hyper, self.state.params, self.stats)
+
     def evaluate(self, system: str | System, nframes: int = 0) -> dict:
         """dp-test errors of the current model on a system (path or :class:`System`): rmse/mae of energy
         (total and per atom), force and virial where labelled, as {name: value}."""
