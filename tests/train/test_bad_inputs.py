@@ -162,3 +162,20 @@ def test_disk_full_while_saving(trained, tmp_path, capsys, monkeypatch):
     rc = run_cli(train_main, [cfg, "-o", str(d / "out"), "--restart", str(d / "out"), "training.numb_steps=4"])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and "No space left on device" in err and "last complete checkpoint is 2" in err and "\n" not in err
+
+
+def test_sel_overflow_is_reported_or_strict(tmp_path):
+    """More neighbours than sel: a warning naming the sel needed, or an error with training.strict_sel."""
+    from jaxmd_dp.config import config_from_dict
+    from jaxmd_dp.errors import InputError
+    from jaxmd_dp.train import Trainer
+
+    d = tiny_cu_dict(numb_steps=1)
+    d["model"]["descriptor"]["sel"] = [8]  # fcc Cu has 12+ neighbours within 4.5 Å
+    lines = []
+    Trainer(config_from_dict(d), tmp_path / "warn", log=lines.append).fit()
+    warn = [ln for ln in lines if ln.startswith("warning:")]
+    assert len(warn) == 1 and "> sel [8]" in warn[0] and "raise sel to at least" in warn[0]
+    d["training"]["strict_sel"] = True
+    with pytest.raises(InputError, match="strict_sel"):
+        Trainer(config_from_dict(d), tmp_path / "strict", log=lambda *a: None).fit()
