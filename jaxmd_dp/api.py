@@ -246,8 +246,3 @@ def live_plot_callback(keys: Sequence[str] = ("rmse", "rmse_e", "rmse_f"), echo:
     from the training loop."""
     return LivePlot(keys, echo)
 
-
-# ``trainer.model``: defined here until train/loop.py's Trainer has its own property (same definition).
-if not hasattr(Trainer, "model"):
-    Trainer.model = property(lambda self: Model(self.hyper, self.state.params, self.stats),
-                             doc="The current weights and statistics as a :class:`jaxmd_dp.api.Model`.")

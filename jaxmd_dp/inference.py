@@ -7,12 +7,26 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_run(hyper: ModelHyper):
+    """One jitted prediction function per model shape, shared by every Evaluator (weights are arguments)."""
+
+    def run(spec, capacity, params, stats, coord, box, atype):
+        nl = neighbor.build(spec, coord, box, atype)
+        pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
+        return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
+
+    return jax.jit(run, static_argnums=(0, 1))
 
 
 class Evaluator:
@@ -24,12 +38,7 @@ class Evaluator:
         self._specs: dict = {}
         self.last_nneigh_max = np.zeros(hyper.ntypes, int)
 
-        def run(spec, capacity, params, stats, coord, box, atype):
-            nl = neighbor.build(spec, coord, box, atype)
-            pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
-            return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
-
-        self._run = jax.jit(run, static_argnums=(0, 1))
+        self._run = _compiled_run(hyper)
 
     def _spec(self, coord, box):
         key = (coord.shape[1], box is None)

@@ -64,6 +64,14 @@ class Layer(nn.Module):
         return y
 
 
+def _hidden_layers(x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype) -> jax.Array:
+    """DeePMD's stack of residual layers ``layer_0 .. layer_{n-1}``; call inside a compact ``__call__``."""
+    x = x.astype(dtype)
+    for k, n in enumerate(neuron):
+        x = Layer(n, activation, True, resnet_dt, dtype, name=f"layer_{k}")(x)
+    return x
+
+
 class EmbeddingNet(nn.Module):
     """Embedding net G(s): (..., 1) → (..., neuron[-1])."""
 
@@ -74,10 +82,7 @@ class EmbeddingNet(nn.Module):
 
     @nn.compact
     def __call__(self, s: jax.Array) -> jax.Array:
-        x = s.astype(self.dtype)
-        for k, n in enumerate(self.neuron):
-            x = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x)
-        return x
+        return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype)
 
 
 class FittingNet(nn.Module):
@@ -90,7 +95,5 @@ class FittingNet(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = x.astype(self.dtype)
-        for k, n in enumerate(self.neuron):
-            x = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x)
+        x = _hidden_layers(x, self.neuron, self.activation, self.resnet_dt, self.dtype)
         return Layer(1, "linear", False, False, self.dtype, name=f"layer_{len(self.neuron)}")(x)

@@ -68,7 +68,7 @@ def neighbor_stat(systems: list[System], rcut: float, ntypes: int) -> np.ndarray
     nmax = np.zeros(ntypes, int)
     for s in systems:
         spec = neighbor.allocate(s.coord, s.box, rcut, (1,) * ntypes)
-        fn = jax.jit(lambda c, b, t, spec=spec: jnp.max(neighbor.build(spec, c, b, t).nneigh, axis=(0, 1)))
+        fn = _max_neighbors_fn(spec)
         for a in range(0, s.nframes, 64):
             box = None if s.box is None else s.box[a:a + 64]
             nmax = np.maximum(nmax, np.asarray(fn(s.coord[a:a + 64], box, s.atype)))
@@ -517,6 +517,12 @@ def check_min_distance(systems: list[System], rmin: float = 0.1) -> None:
             n = np.asarray(fn(s.coord[a:a + 256], None if s.box is None else s.box[a:a + 256]))
             if n.any():
                 raise InputError(f"{s.path}: frame {a + int(np.argmax(n > 0))} has two atoms closer than {rmin} Å")
+
+
+@functools.lru_cache(maxsize=64)
+def _max_neighbors_fn(spec: neighbor.NeighborSpec):
+    """Jitted: most neighbours per type over a batch of frames (compiled once per spec)."""
+    return jax.jit(lambda c, b, t: jnp.max(neighbor.build(spec, c, b, t).nneigh, axis=(0, 1)))
 
 
 @functools.lru_cache(maxsize=64)
