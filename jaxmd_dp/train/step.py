@@ -66,7 +66,7 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels
-    nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels)
+    nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))

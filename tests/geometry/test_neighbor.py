@@ -413,3 +413,36 @@ def test_cell_overflow_flag():
     crowded = coord.copy()
     crowded[0, :40] = rng.uniform(0.1, 1.5, (40, 3))  # 40 atoms in one 4 Å cell
     assert bool(_jit_build(spec)(crowded, box, atype).cell_overflow)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("sel", [(40, 60), (5, 9)], ids=["sel_ample", "sel_tight"])
+def test_order_any_same_neighbours(method, sel):
+    """order="any" (the training step's sort-free list) holds the same neighbours in every type group as
+    the nearest-first list, and equals it exactly when some type overflows its sel (nearest kept)."""
+    rng = np.random.default_rng(21)
+    natoms, nframes, rcut = 90, 2, 3.7
+    L = (natoms / 0.09) ** (1 / 3)
+    box = np.stack([random_triclinic_box(rng, L) for _ in range(nframes)])
+    coord = np.einsum("fni,fij->fnj", rng.uniform(-0.5, 1.5, (nframes, natoms, 3)), box)
+    atype = random_types(rng, natoms)
+    spec = allocate(coord, box, rcut, sel, method=method)
+    near = _jit_build(spec)(coord, box, atype)
+    anyo = jax.jit(functools.partial(build, spec, order="any"))(coord, box, atype)
+    np.testing.assert_array_equal(np.asarray(anyo.nneigh), np.asarray(near.nneigh))
+    if np.any(np.asarray(near.nneigh) > np.asarray(sel)):
+        np.testing.assert_array_equal(np.asarray(anyo.idx), np.asarray(near.idx))
+        np.testing.assert_array_equal(np.asarray(anyo.shift), np.asarray(near.shift))
+        return
+    assert sel == (40, 60)
+    sec = np.concatenate([[0], np.cumsum(sel)])
+    for nl_a, nl_b in [(anyo, near)]:
+        for t in range(len(sel)):
+            keys = []
+            for nl in (nl_a, nl_b):
+                idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
+                sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
+                key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
+                keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
+            np.testing.assert_array_equal(keys[0], keys[1])
+    assert not np.array_equal(np.asarray(anyo.idx), np.asarray(near.idx)), "expected a different slot order"
