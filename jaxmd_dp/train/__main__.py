@@ -51,6 +51,11 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default=".", help="output directory (default: current directory)")
     p.add_argument("--restart", default=None, help="continue from this checkpoint or output directory")
     p.add_argument("--init-model", default=None, help="start from this model's weights and statistics")
+    p.add_argument("--init-frz-model", default=None, metavar="FILE",
+                   help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option")
+    p.add_argument("-l", "--log-path", default=None, metavar="FILE", help="also write the log to FILE")
+    p.add_argument("--log-level", default="INFO",
+                   help="console log level: DEBUG, INFO, WARNING, ERROR (or DeePMD-kit's 3, 2, 1, 0)")
     p.add_argument("--force", action="store_true", help="overwrite an earlier run in the output directory")
     # [data parallel] the launcher is detected (mpirun/mpiexec environment, or a jax.distributed coordinator)
     p.add_argument("--mpi-log", default="master", choices=("master", "collect", "workers"),
@@ -67,6 +72,17 @@ def main(argv=None) -> int:
     for o in args.overrides:
         if "=" not in o:
             raise InputError(f"override {o!r}: expected key.path=value")
+    from jaxmd_dp.train.log import make_logger, parse_level
+
+    parse_level(args.log_level)
+    init_model = args.init_model
+    if args.init_frz_model is not None:
+        if init_model is not None or args.restart is not None:
+            raise InputError("--init-frz-model: give only one of --init-frz-model, --init-model, --restart")
+        if not Path(args.init_frz_model).is_file():
+            raise InputError(f"--init-frz-model {args.init_frz_model}: not a file (a frozen model from "
+                             "python -m jaxmd_dp.freeze; for a checkpoint directory use --init-model)")
+        init_model = args.init_frz_model
     from jaxmd_dp.train.parallel import init_workers, rank_logger
 
     workers = init_workers(args.coordinator, args.num_processes, args.process_id, log_mode=args.mpi_log)
@@ -92,8 +108,9 @@ def main(argv=None) -> int:
 
     from jaxmd_dp.train.loop import Trainer
 
-    trainer = Trainer(config, out, restart=args.restart, init_model=args.init_model, workers=workers,
-                      log=rank_logger(workers, out))
+    console = make_logger(args.log_level, args.log_path if workers.is_writer else None)
+    trainer = Trainer(config, out, restart=args.restart, init_model=init_model, workers=workers,
+                      log=rank_logger(workers, out, console))
     trainer.fit()
     return 0
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxmd_dp import __version__
 from jaxmd_dp.config import Config
-from jaxmd_dp.data.sampler import DataSampler, find_systems
+from jaxmd_dp.data.sampler import DataSampler, find_systems, make_batch
 from jaxmd_dp.data.system import System, load_system
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
@@ -37,7 +37,9 @@ from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer
+from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer,
+                                 make_train_step)
+from jaxmd_dp.train.summary import format_summary, param_counts, step_cost
 
 
 def system_paths(systems) -> list[str]:
@@ -212,9 +214,25 @@ class Trainer:
             params = jax.tree_util.tree_map(jnp.asarray, params)
             self.stats = Stats(*(jnp.asarray(s) for s in stats))
             self.state = init_state(params, self.optimizer)
+        if self.workers.is_writer or self.workers.log_mode != "master":
+            self.log(self.model_summary())
         self.startup_s = time.perf_counter() - t0
         self.checkpointer = None
         self.lcurve_path = self.out / tc.disp_file
+
+    def model_summary(self) -> str:
+        """Parameters per net and XLA's FLOPs estimate of one training step (one worker, on a batch of the
+        first training system)."""
+        system, bs = self.train_data.systems[0], self.train_data.batch_sizes[0]
+        batch = make_batch(system, np.arange(min(bs, system.nframes)))
+        step = make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
+        try:
+            cost = step_cost(step, self.state, self.stats, device_batch(batch), self.layout_for(batch))
+        except Exception as e:  # the summary must never stop a training  # noqa: BLE001
+            self.log(f"(no FLOP estimate: {type(e).__name__}: {e})")
+            cost = {}
+        self.step_cost = cost
+        return format_summary(param_counts(self.state.params), cost, system.natoms, len(batch["coord"]))
 
     # ------------------------------------------------------------------ set-up helpers
     def _init_seed(self) -> int:
@@ -338,7 +356,7 @@ class Trainer:
         last_disp = start
         step = start
         recent: dict[int, int] = {}  # step index → system index, since the last NaN-guard check
-        tb, bar, log = self._open_reporters(start, total)
+        tb, bar, restore_log = self._open_reporters(start, total)
         t_tb, last_tb = time.perf_counter(), start
         stop = StopSignals()
         try:
@@ -348,6 +366,10 @@ class Trainer:
                 self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
+                if step == start + 1:  # the first call compiles the step
+                    jax.block_until_ready(self.state.step)
+                    self.first_step_s = time.perf_counter() - t_window
+                    self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
                 if bar is not None:
                     bar.update(step)  # a python int: no device sync
                 display = step % tc.disp_freq == 0 or step == 1 or step == total
@@ -385,7 +407,7 @@ class Trainer:
             for r in (tb, bar):
                 if r is not None:
                     r.close()
-            self.log = log
+            restore_log()
             if writer:
                 fout.close()
         summary = self._summary(windows)
@@ -396,25 +418,31 @@ class Trainer:
 
     def _open_reporters(self, start: int, total: int):
         """TensorBoard writer (``training.tensorboard``) and, on a terminal or in a notebook, a progress
-        bar through which log lines are then printed. Returns (tb, bar, the log function to restore)."""
+        bar through which console lines are then printed. Returns (tb, bar, a function undoing the
+        rerouting of the log)."""
         tc, log = self.config.training, self.log
+        restore = lambda: setattr(self, "log", log)  # noqa: E731
         if not self.workers.is_writer:
-            return None, None, log
+            return None, None, restore
         tb = None
         if tc.tensorboard:
             from jaxmd_dp.train.tensorboard import TBWriter
 
             tb = TBWriter(self.out / tc.tensorboard_log_dir, purge_step=start + 1 if start > 0 else None)
         bar = None
-        if log is print:
+        console = getattr(log, "console", log)  # a jaxmd_dp.train.log.Logger prints through .console
+        if console is print:
             from jaxmd_dp.train.progress import Progress
 
             bar = Progress(total, start)
-            if bar.active:
+            if not bar.active:
+                bar = None
+            elif log is print:
                 self.log = bar.write
             else:
-                bar = None
-        return tb, bar, log
+                log.console = bar.write
+                restore = lambda: setattr(log, "console", console)  # noqa: E731
+        return tb, bar, restore
 
     def save_checkpoint(self) -> None:
         step = int(self.state.step)
@@ -463,7 +491,7 @@ class Trainer:
         if per:
             self.log(f"average training time: {per:.4f} s/batch (excluding the first window)")
         return {"steps": steps, "s_per_step": per, "first_window_s": windows[0][1] if windows else None,
-                "startup_s": self.startup_s}
+                "startup_s": self.startup_s, "first_step_s": getattr(self, "first_step_s", None)}
 
     # ------------------------------------------------------------------ evaluation
     @property

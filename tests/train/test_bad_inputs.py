@@ -2,7 +2,6 @@
 no traceback, and no half-written run."""
 
 import errno
-import json
 import shutil
 
 import numpy as np

@@ -1,6 +1,5 @@
 """Never lose a run: SIGKILL + restart equals an uninterrupted run, SIGTERM saves, NaN guard, determinism."""
 
-import os
 import random
 import signal
 import subprocess

@@ -1,0 +1,45 @@
+"""The model summary printed when training starts: parameters per net and FLOPs per training step.
+
+FLOPs come from XLA's cost analysis of the lowered training step (``jax.stages.Lowered.cost_analysis``,
+before optimisation: matmuls, element-wise work and transcendental functions of one step for one
+batch layout), so they cost no compilation.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+
+def param_counts(params) -> dict[str, int]:
+    """Number of learned parameters of each net: {"descriptor/embed_0": n, ..., "fitting/fit_1": n}."""
+    counts: dict[str, int] = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        keys = [getattr(k, "key", str(k)) for k in path]
+        net = "/".join(keys[:2]) if len(keys) > 2 else "/".join(keys[:-1]) or keys[0]
+        counts[net] = counts.get(net, 0) + int(np.prod(np.shape(leaf)))
+    return counts
+
+
+def step_cost(train_step, *args) -> dict[str, float]:
+    """XLA's estimate for one call of the jitted ``train_step(*args)``: {"flops", "bytes accessed",
+    "transcendentals"} (missing keys: not reported by the backend)."""
+    ca = train_step.lower(*args).cost_analysis()
+    if isinstance(ca, (list, tuple)):  # older jax: one dict per device program
+        ca = ca[0] if ca else {}
+    return {k: float(ca[k]) for k in ("flops", "bytes accessed", "transcendentals") if ca and k in ca}
+
+
+def format_summary(counts: dict[str, int], cost: dict[str, float], natoms: int, batch_size: int) -> str:
+    """The summary block as text lines."""
+    width = max([len(k) for k in counts] + [5])
+    lines = ["model summary:", f"  {'net':<{width}}  {'parameters':>12}"]
+    lines += [f"  {k:<{width}}  {v:>12,d}" for k, v in counts.items()]
+    lines.append(f"  {'total':<{width}}  {sum(counts.values()):>12,d}")
+    if "flops" in cost:
+        flops = cost["flops"]
+        lines.append(f"  training step ({batch_size} frame(s) x {natoms} atoms): {flops / 1e9:.3g} GFLOP"
+                     + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
+                     + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)")
+    return "\n".join(lines)
+

@@ -1,0 +1,78 @@
+"""`train` options users bring from DeePMD-kit: -l/--log-path, --log-level, --init-frz-model, and the
+model summary (parameters per net, FLOPs per step) printed at start."""
+
+import re
+
+import jax
+import numpy as np
+import pytest
+
+from jaxmd_dp import freeze
+from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.model.energy import param_shapes
+from jaxmd_dp.model_io import load_model
+from jaxmd_dp.train import __main__ as train_cli
+from tiny import tiny_cu_dict, write_config
+
+
+@pytest.fixture(scope="module")
+def quiet_run(tmp_path_factory):
+    """2 steps through the CLI with the console at WARNING and the full log in a file."""
+    tmp = tmp_path_factory.mktemp("logrun")
+    cfg = write_config(tmp / "in.json", tiny_cu_dict(numb_steps=2))
+    out, logf = tmp / "run", tmp / "logs" / "train.log"
+    rc = run_cli(train_cli.main, [cfg, "-o", str(out), "-l", str(logf), "--log-level", "WARNING"])
+    return rc, tmp, out, logf
+
+
+def test_log_path_and_level(quiet_run, capsys):
+    rc, _, out, logf = quiet_run
+    assert rc == 0
+    text = logf.read_text()
+    assert "batch       2: trn" in text and "average training time" in text and "saved checkpoint" in text
+    assert "first training step (including compilation):" in text
+
+
+def test_model_summary_counts_and_flops(quiet_run):
+    _, _, out, logf = quiet_run
+    text = logf.read_text()
+    hyper, params, _ = load_model(out)
+    sizes = [int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(param_shapes(hyper))]
+    total = int(re.search(r"^\s+total\s+([\d,]+)$", text, re.M).group(1).replace(",", ""))
+    assert total == sum(sizes)
+    for net in ("descriptor/embed_0", "fitting/fit_0"):
+        assert re.search(rf"^\s+{net}\s+[\d,]+$", text, re.M), net
+    gflop = float(re.search(r"training step \(1 frame\(s\) x (\d+) atoms\): ([\d.e+-]+) GFLOP", text).group(2))
+    # at least the fitting net's forward matmuls (2 flops per weight per atom) times 3 for forces and gradients
+    fit_weights = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(param_shapes(hyper)["fitting"]))
+    assert gflop * 1e9 > 3 * 2 * fit_weights * 32
+
+
+def test_init_frz_model(quiet_run):
+    """Start a new training from a frozen model file: its statistics carry over (they are not trained)."""
+    rc, tmp, out, _ = quiet_run
+    frozen = tmp / "model.jaxdp"
+    assert run_cli(freeze.main, ["-m", str(out), "-o", str(frozen)]) == 0
+    cfg = write_config(tmp / "in2.json", tiny_cu_dict(numb_steps=1))
+    out2, logf = tmp / "run2", tmp / "run2.log"
+    assert run_cli(train_cli.main, [cfg, "-o", str(out2), "--init-frz-model", str(frozen), "-l", str(logf),
+                                    "--log-level", "ERROR"]) == 0
+    assert f"initialised weights and statistics from {frozen}" in logf.read_text()
+    assert "data statistics in" not in logf.read_text()
+    _, _, s0 = load_model(frozen)
+    _, _, s1 = load_model(out2)
+    for a, b in zip(s0, s1):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--log-level", "LOUD"], "--log-level 'LOUD'"),
+    (["--init-frz-model", "{tmp}"], "not a file"),
+    (["--init-frz-model", "{tmp}/x.jaxdp", "--init-model", "{tmp}"], "give only one of"),
+])
+def test_bad_options_one_line(tmp_path, capsys, args, msg):
+    cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=1))
+    args = [a.format(tmp=tmp_path) for a in args]
+    assert run_cli(train_cli.main, [cfg, "-o", str(tmp_path / "o")] + args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and msg in err[0]
