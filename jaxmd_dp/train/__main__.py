@@ -53,6 +53,8 @@ def main(argv=None) -> int:
     p.add_argument("--init-model", default=None, help="start from this model's weights and statistics")
     p.add_argument("--init-frz-model", default=None, metavar="FILE",
                    help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option")
+    p.add_argument("--profile", default=None, metavar="DIR",
+                   help="write a jax.profiler trace of a few steps after warm-up into DIR (TensorBoard/Perfetto)")
     p.add_argument("-l", "--log-path", default=None, metavar="FILE", help="also write the log to FILE")
     p.add_argument("--log-level", default="INFO",
                    help="console log level: DEBUG, INFO, WARNING, ERROR (or DeePMD-kit's 3, 2, 1, 0)")
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
 
     console = make_logger(args.log_level, args.log_path if workers.is_writer else None)
     trainer = Trainer(config, out, restart=args.restart, init_model=init_model, workers=workers,
-                      log=rank_logger(workers, out, console))
+                      log=rank_logger(workers, out, console), profile=args.profile)
     trainer.fit()
     return 0
 

@@ -125,12 +125,17 @@ class Trainer:
       init_model: a model/checkpoint whose weights and statistics start a new training.
       log: where console lines go (``print`` by default).
       workers: data-parallel context (default: this process alone, all its local devices).
+      profile: write a ``jax.profiler`` trace of ``PROFILE_STEPS`` steps, after ``PROFILE_WARMUP`` steps, into
+        this directory (open it in TensorBoard's profile tab or Perfetto).
     """
+
+    PROFILE_WARMUP, PROFILE_STEPS = 3, 5
 
     def __init__(self, config: Config, output_dir: str | Path = ".", *, restart: str | Path | None = None,
                  init_model: str | Path | None = None, log: Callable[[str], None] = print,
-                 workers: Workers | None = None):
+                 workers: Workers | None = None, profile: str | Path | None = None):
         self.config = config
+        self.profile_dir = profile
         self.out = Path(output_dir)
         self.workers = workers or local_workers()
         # [data parallel] rank 0 logs; other ranks too under --mpi-log collect|workers
@@ -361,6 +366,7 @@ class Trainer:
         stop = StopSignals()
         try:
             while step < total and not stop.received:
+                self._profile(step - start)
                 batch = self.batches.next()  # [data parallel] this process's workers' batches
                 recent[step] = int(batch["sys_index"])
                 self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
@@ -403,6 +409,7 @@ class Trainer:
                     if writer:
                         self.save_checkpoint()
         finally:
+            self._profile(None)
             stop.restore()
             for r in (tb, bar):
                 if r is not None:
@@ -415,6 +422,24 @@ class Trainer:
             self.log(f"received {stop.received}: saved step {step} and stopped; continue with --restart {self.out}")
             summary["stopped_by"] = stop.received
         return summary
+
+    def _profile(self, done: int | None) -> None:
+        """Start the profiler trace after PROFILE_WARMUP steps of this fit, stop it PROFILE_STEPS later
+        (``done``: steps done in this fit; None: end of fit, stop if running)."""
+        if self.profile_dir is None or not self.workers.is_writer:
+            return
+        if done == self.PROFILE_WARMUP and not getattr(self, "_tracing", False):
+            jax.block_until_ready(self.state.params)
+            jax.profiler.start_trace(str(self.profile_dir))
+            self._tracing = True
+            self.log(f"profiling steps {int(self.state.step) + 1}-{int(self.state.step) + self.PROFILE_STEPS} "
+                     f"into {self.profile_dir}")
+        elif getattr(self, "_tracing", False) and (done is None or done == self.PROFILE_WARMUP + self.PROFILE_STEPS):
+            jax.block_until_ready(self.state.params)
+            jax.profiler.stop_trace()
+            self._tracing = False
+            self.log(f"profile written to {self.profile_dir} (tensorboard --logdir {self.profile_dir}, "
+                     "or the .trace.json.gz in https://ui.perfetto.dev)")
 
     def _open_reporters(self, start: int, total: int):
         """TensorBoard writer (``training.tensorboard``) and, on a terminal or in a notebook, a progress

@@ -76,3 +76,19 @@ def test_bad_options_one_line(tmp_path, capsys, args, msg):
     assert run_cli(train_cli.main, [cfg, "-o", str(tmp_path / "o")] + args) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and msg in err[0]
+
+
+def test_profile_trace(tmp_path):
+    """--profile DIR writes a jax.profiler trace of steps after warm-up, holding the training step's XLA ops."""
+    import gzip
+    import json
+
+    cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=9))
+    prof, logf = tmp_path / "prof", tmp_path / "log"
+    assert run_cli(train_cli.main, [cfg, "-o", str(tmp_path / "o"), "--profile", str(prof), "-l", str(logf),
+                                    "--log-level", "ERROR"]) == 0
+    assert "profiling steps 4-8" in logf.read_text()
+    traces = list(prof.rglob("*.trace.json.gz"))
+    assert len(traces) == 1
+    names = {e.get("name", "") for e in json.load(gzip.open(traces[0]))["traceEvents"]}
+    assert any("train_step" in n for n in names), sorted(names)[:20]

@@ -1,0 +1,169 @@
+"""Training speed, side by side with DeePMD-kit, on the same DeePMD-kit input in the same run.
+
+    .venv/bin/python bench/train_speed.py [--inputs water copper almgcu] [--steps 200] [--repeats 2]
+                                         [--precision float64 float32] [--backends tf pt] [--ours-only]
+
+For each input of ../shared/bench (water_se_e2_a.json, copper_asc22.json, almgcu.json) and precision, it
+writes one input file (absolute data paths, numb_steps/disp_freq set, descriptor and fitting precision),
+then alternates runs of jaxmd_dp (``python -m jaxmd_dp.train``) and DeePMD-kit (``deepmd_kit.sh train
+<backend>``) on it, ``--repeats`` times. Printed per run and summarised per (input, precision):
+s/step median over lcurve windows (the first window, with compilation, excluded), its ratio to ours,
+start-up time (ours: data statistics; first step with compilation), peak RSS, rmse_e/rmse_f of the
+last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary) and the
+achieved GFLOP/s against a 2048² matmul measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "bench"
+INPUTS = {"water": "water_se_e2_a.json", "copper": "copper_asc22.json", "almgcu": "almgcu.json"}
+
+
+def matmul_gflops(dtype: str, n: int = 2048, reps: int = 5) -> float:
+    """Rate of an n×n matmul through XLA in this process (GFLOP/s)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    a = jnp.ones((n, n), dtype)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    t = time.perf_counter()
+    for _ in range(reps):
+        f(a).block_until_ready()
+    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
+
+
+def write_input(name: str, steps: int, disp: int, precision: str, out: Path) -> Path:
+    src = SHARED / INPUTS[name]
+    d = json.loads(src.read_text())
+    fix = lambda s: s if os.path.isabs(s) else os.path.normpath(os.path.join(src.parent, s))  # noqa: E731
+    for key in ("training_data", "validation_data"):
+        sec = d["training"].get(key)
+        if sec:
+            s = sec["systems"]
+            sec["systems"] = fix(s) if isinstance(s, str) else [fix(x) for x in s]
+    d["training"].update(numb_steps=steps, disp_freq=disp, save_freq=steps)
+    d["training"].pop("tensorboard", None)
+    for sec in ("descriptor", "fitting_net"):
+        d["model"][sec]["precision"] = precision
+    path = out / f"{name}_{precision}.json"
+    path.write_text(json.dumps(d, indent=2))
+    return path
+
+
+def run(cmd: list[str], cwd: Path, log: Path) -> tuple[int, float, float]:
+    """Run ``cmd``; returns (exit status, wall s, peak RSS GB of it and its children)."""
+    t = time.perf_counter()
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+    return os.waitstatus_to_exitcode(status), time.perf_counter() - t, usage.ru_maxrss / 1e6
+
+
+def windows(text: str) -> list[float]:
+    """s/step of each lcurve window from the 'batch N: total wall time = X s' lines (first excluded)."""
+    w = [(int(b), float(s)) for b, s in re.findall(r"batch\s+(\d+): total wall time = ([\d.]+) s", text, re.I)]
+    seq = ([(0, 0.0)] if w and w[0][0] != 1 else []) + w
+    per = [s / (b - pb) for (pb, _), (b, s) in zip(seq, seq[1:])]
+    return per[1:] or per
+
+
+def last_rmse(lcurve: Path) -> dict:
+    lines = lcurve.read_text().splitlines()
+    head = lines[0].lstrip("#").split()
+    row = [ln for ln in lines if not ln.startswith("#")][-1].split()
+    return {k: float(v) for k, v in zip(head, row) if k in ("rmse_e_trn", "rmse_f_trn", "rmse_e_val", "rmse_f_val")}
+
+
+def ours(inp: Path, run_dir: Path) -> dict:
+    log = run_dir.with_suffix(".log")
+    rc, wall, rss = run([sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(run_dir), "--force"], ROOT, log)
+    text = log.read_text()
+    if rc != 0:
+        return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
+    num = lambda pat: float(m.group(1)) if (m := re.search(pat, text)) else None  # noqa: E731
+    w = windows(text)
+    return {"rc": 0, "s_step": statistics.median(w), "wall": wall, "rss_gb": rss,
+            "stats_s": num(r"data statistics in ([\d.]+) s"),
+            "first_step_s": num(r"first training step \(including compilation\): ([\d.]+) s"),
+            "gflop": num(r"training step \(.*?\): ([\d.e+-]+) GFLOP"), **last_rmse(run_dir / "lcurve.out")}
+
+
+def deepmd(backend: str, inp: Path, run_dir: Path) -> dict:
+    log = run_dir.with_suffix(".log")
+    rc, wall, rss = run(["bash", str(SHARED / "deepmd_kit.sh"), "train", backend, str(inp), str(run_dir)], ROOT, log)
+    text = log.read_text()
+    if rc != 0:
+        return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
+    w = windows((run_dir / "train.log").read_text())
+    return {"rc": 0, "s_step": statistics.median(w), "wall": wall, "rss_gb": rss,
+            "first_window_s": float(re.search(r"first_window_s ([\d.]+)", text).group(1)),
+            **last_rmse(run_dir / "lcurve.out")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--inputs", nargs="+", default=list(INPUTS), choices=list(INPUTS))
+    p.add_argument("--steps", type=int, default=200, help="training steps per run")
+    p.add_argument("--disp", type=int, default=20, help="steps per lcurve window")
+    p.add_argument("--repeats", type=int, default=2, help="alternating runs of each code")
+    p.add_argument("--precision", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
+    p.add_argument("--backends", nargs="+", default=["tf"], choices=["tf", "pt", "jax"])
+    p.add_argument("--ours-only", action="store_true", help="skip DeePMD-kit")
+    p.add_argument("--out", default=None, help="keep runs here (default: a temp dir)")
+    args = p.parse_args(argv)
+    out = Path(args.out or tempfile.mkdtemp(prefix="train_speed_"))
+    out.mkdir(parents=True, exist_ok=True)
+    mm = {dt: matmul_gflops(dt) for dt in args.precision}
+    print(f"runs in {out}; 2048^2 matmul: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in mm.items()), flush=True)
+    table = []
+    for name in args.inputs:
+        for prec in args.precision:
+            inp = write_input(name, args.steps, args.disp, prec, out)
+            codes = [("jaxmd_dp", None)] + ([] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends])
+            res: dict[str, list[dict]] = {c: [] for c, _ in codes}
+            for rep in range(args.repeats):
+                for code, backend in codes:
+                    d = out / f"{name}_{prec}_{code}_{rep}"
+                    r = ours(inp, d) if backend is None else deepmd(backend, inp, d)
+                    res[code].append(r)
+                    print(f"{name} {prec} {code} run {rep}: " + json.dumps({k: round(v, 4) if isinstance(v, float)
+                                                                             else v for k, v in r.items()}), flush=True)
+            mine = [r["s_step"] for r in res["jaxmd_dp"] if r["rc"] == 0]
+            for code, _ in codes:
+                ok = [r for r in res[code] if r["rc"] == 0]
+                if not ok:
+                    table.append((name, prec, code, None, None, "", "", "", ""))
+                    continue
+                s = statistics.median(r["s_step"] for r in ok)
+                ratio = s / statistics.median(mine) if mine else None
+                start = (f"stats {ok[0]['stats_s']:.1f} s, first step {ok[0]['first_step_s']:.1f} s"
+                         if code == "jaxmd_dp" else f"first window {ok[0]['first_window_s']:.1f} s")
+                rate = (f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
+                        f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul" if ok[0].get("gflop") else "")
+                rmse = f"e {ok[-1].get('rmse_e_trn', float('nan')):.2e} f {ok[-1].get('rmse_f_trn', float('nan')):.2e}"
+                table.append((name, prec, code, s, ratio, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse, rate))
+    print("\n| input | precision | code | s/step (median) | its s/step ÷ ours | start-up | peak RSS GB | last rmse (trn) | FLOP rate |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, prec, code, s, ratio, start, rss, rmse, rate in table:
+        sv = f"{s:.4f}" if s is not None else "failed"
+        rv = f"{ratio:.2f}x" if ratio is not None else ""
+        print(f"| {name} | {prec} | {code} | {sv} | {rv} | {start} | {rss} | {rmse} | {rate} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
