@@ -21,12 +21,20 @@ ITEMS = ("state", "meta")
 
 
 class Checkpointer:
-    """Save/restore training state under ``directory`` (synchronous; orbax's atomic commit)."""
+    """Save/restore training state under ``directory`` (synchronous; orbax's atomic commit).
+
+    Only the calling process takes part: with several JAX processes (jax.distributed) orbax would
+    otherwise wait in barriers for processes that never create a checkpointer (only rank 0 writes).
+    """
 
     def __init__(self, directory: str | Path, max_to_keep: int | None = 5, read_only: bool = False):
         self.directory = Path(directory).absolute()
+        me = jax.process_index()
+        if not read_only:
+            self.directory.mkdir(parents=True, exist_ok=True)  # orbax cannot create it for a subset of processes
         opts = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=not read_only, enable_async_checkpointing=False, read_only=read_only
+            max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False, read_only=read_only,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}),
         )
         self.manager = ocp.CheckpointManager(self.directory, options=opts, item_names=ITEMS)
 

@@ -102,6 +102,17 @@ class StopSignals:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
+    def agreed(self, workers: Workers, step: int, every: int, last: bool) -> str | None:
+        """The stop decision all processes take together: with several processes a signal may reach only
+        some of them, so every ``every`` steps (and at the ``last``) they exchange what they received and
+        all stop when any did; alone, the signal stops at once."""
+        if workers.nprocs == 1:
+            return self.received
+        if step % every and not last:
+            return None
+        names = workers.gather(self.received)  # [data parallel] collective: rank 0 gets every rank's signal
+        return workers.broadcast(next((n for n in names if n), None) if workers.is_writer else None)
+
 
 def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int) -> Stats:
     """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
@@ -130,6 +141,7 @@ class Trainer:
     """
 
     PROFILE_WARMUP, PROFILE_STEPS = 3, 5
+    SIGNAL_SYNC_STEPS = 10  # [data parallel] processes agree on a stop signal every this many steps
 
     def __init__(self, config: Config, output_dir: str | Path = ".", *, restart: str | Path | None = None,
                  init_model: str | Path | None = None, log: Callable[[str], None] = print,
@@ -364,8 +376,9 @@ class Trainer:
         tb, bar, restore_log = self._open_reporters(start, total)
         t_tb, last_tb = time.perf_counter(), start
         stop = StopSignals()
+        stopping = None  # the signal all processes agreed to stop on
         try:
-            while step < total and not stop.received:
+            while step < total and not stopping:
                 self._profile(step - start)
                 batch = self.batches.next()  # [data parallel] this process's workers' batches
                 recent[step] = int(batch["sys_index"])
@@ -380,7 +393,8 @@ class Trainer:
                     bar.update(step)  # a python int: no device sync
                 display = step % tc.disp_freq == 0 or step == 1 or step == total
                 save = step % tc.save_freq == 0 or step == total
-                if display or save or stop.received:
+                stopping = stop.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, display or save)
+                if display or save or stopping:
                     self._check_finite(recent)
                     recent.clear()
                 if display:
@@ -404,7 +418,7 @@ class Trainer:
                                valid if display else None, lr=float(metrics["lr"]),
                                step_time=(now_tb - t_tb) / max(1, step - last_tb))
                     t_tb, last_tb = now_tb, step
-                if save or stop.received:
+                if save or stopping:
                     self._sampler_states = self.batches.gather_state(self.workers)  # [data parallel] collective
                     if writer:
                         self.save_checkpoint()
@@ -418,9 +432,9 @@ class Trainer:
             if writer:
                 fout.close()
         summary = self._summary(windows)
-        if stop.received:
-            self.log(f"received {stop.received}: saved step {step} and stopped; continue with --restart {self.out}")
-            summary["stopped_by"] = stop.received
+        if stopping:
+            self.log(f"received {stopping}: saved step {step} and stopped; continue with --restart {self.out}")
+            summary["stopped_by"] = stopping
         return summary
 
     def _profile(self, done: int | None) -> None:

@@ -90,7 +90,7 @@ def worker(mode: str, water: str, out: str) -> None:
 
     loop.Trainer = Recorded  # the command line builds its trainer from jaxmd_dp.train.loop
     cfg = str(out / "in.json")
-    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("JAX_PROCESS_ID", "0"))))
 
     # 20 steps: the parameters stay identical on every worker; only rank 0 writes
     run = out / f"run_rank{rank}"
@@ -111,7 +111,7 @@ def worker(mode: str, water: str, out: str) -> None:
     for m in ("linear", "sqrt", "none"):
         res["start_lr"][m] = exp_decay(1e-3, 1e-5, 5, NSTEPS, scale=worker_scale(m, workers.size)).start_lr
 
-    if workers.mesh is not None:  # (the restarts share the launcher-independent code: one process suffices)
+    if workers.mesh is not None and workers.nprocs == 1:  # (restarts: launcher-independent code, one process suffices)
         # restart with the same workers from step 10: the lcurve is that of 20 steps
         part = out / "part_rank0"
         shutil.copytree(run, part)
@@ -135,7 +135,7 @@ def worker(mode: str, water: str, out: str) -> None:
     system = tr.train_systems[0]
     whole = make_batch(system, np.arange(4))
     halves = [make_batch(system, np.arange(2 * w, 2 * w + 2)) for w in range(2)]
-    mine = stack_batches(halves) if workers.mesh is not None else halves[workers.rank]
+    mine = stack_batches([halves[w] for w in workers.worker_ids]) if workers.mesh is not None else halves[workers.rank]
     layout = tr.layout_for(whole)
     params0 = init_params(tr.hyper, 3)
     opt = tr.optimizer  # the trainer's Adam: the parallel step below is the trainer's compiled one
@@ -156,6 +156,41 @@ def worker(mode: str, water: str, out: str) -> None:
                                      jax.tree_util.tree_map(np.subtract, ref_p, params0))
     res["grad_nonzero"] = bool(max(np.max(np.abs(g)) for g in jax.tree_util.tree_leaves(ref_g)) > 0)
     (out / f"result_rank{workers.rank}.json").write_text(json.dumps(res))
+
+
+def signal_worker(water: str, out: str) -> None:
+    """2 ranks train 200 steps; SIGTERM reaches rank 1 only, in its step 13. Both must stop together at the
+    next agreed step (20), rank 0 saving a checkpoint there; results in OUT/signal_rank<k>.json."""
+    import signal as _signal
+
+    import jaxmd_dp.train.loop as loop
+    from jaxmd_dp.train.__main__ import main
+
+    out = Path(out)
+    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    trainers = []
+
+    class SignalledOnRank1(loop.Trainer):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            trainers.append(self)
+            nxt, calls = self.batches.next, [0]
+
+            def next_batch():
+                calls[0] += 1
+                if self.workers.rank == 1 and calls[0] == 13:
+                    os.kill(os.getpid(), _signal.SIGTERM)
+                return nxt()
+
+            self.batches.next = next_batch
+
+    loop.Trainer = SignalledOnRank1
+    (out / "sig.json").write_text(json.dumps(config_dict(water, numb_steps=200)))
+    rc = main([str(out / "sig.json"), "-o", str(out / f"sig_rank{rank}"), "--mpi-log", "collect"])
+    tr = trainers[-1]
+    ckpt = out / "sig_rank0" / "model.ckpt"
+    (out / f"signal_rank{rank}.json").write_text(json.dumps(
+        {"rc": rc, "step": int(tr.state.step), "checkpoints": sorted(p.name for p in ckpt.iterdir()) if rank == 0 else []}))
 
 
 # ============================================================================ the tests
@@ -218,6 +253,33 @@ if __name__ != "__main__":
         p = _run([*cmd_prefix, sys.executable, str(HERE), mode, str(water), str(out)], env)
         return _results(out, 2 if mode == "mpi" else 1), p.stdout
 
+    def _free_port() -> int:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def _launch_jax_distributed(out: Path, env) -> tuple[list[dict], str]:
+        """Two processes joined by jax.distributed on 127.0.0.1 (no MPI), the launcher found from the env."""
+        water = require("water")
+        (out / "in.json").write_text(json.dumps(config_dict(str(water))))
+        addr = f"127.0.0.1:{_free_port()}"
+        procs = [subprocess.Popen([sys.executable, str(HERE), "jax", str(water), str(out)], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={**env, "JAX_COORDINATOR_ADDRESS": addr, "JAX_NUM_PROCESSES": "2",
+                                       "JAX_PROCESS_ID": str(r)}) for r in range(2)]
+        outs = []
+        try:
+            for p in procs:
+                outs.append(p.communicate(timeout=600))
+        finally:
+            for p in procs:
+                p.kill()
+        for p, (o, e) in zip(procs, outs):
+            assert p.returncode == 0, f"jax.distributed rank failed:\n{o[-3000:]}\n{e[-6000:]}"
+        return _results(out, 2), outs[0][0]
+
     def _check(results: list[dict], out: Path, launcher: str):
         r0 = results[0]
         assert r0["size"] == 2 and r0["launcher"] == launcher
@@ -276,6 +338,30 @@ if __name__ != "__main__":
             assert f"[rank {r}] my rank:              {r}" in stdout
         assert "[rank 0] world size:           2 worker(s) = 2 process(es) × 1 device(s)" in stdout
         assert "[rank 0] distributed:          yes, MPI" in stdout
+
+    @pytest.mark.slow
+    @pytest.mark.multiprocess
+    def test_two_jax_distributed_processes(tmp_path, jax_cache):
+        """Two processes through jax.distributed (coordinator on 127.0.0.1): same checks as MPI; rank 0's
+        checkpoints do not wait for rank 1 (orbax runs on rank 0 alone)."""
+        results, stdout = _launch_jax_distributed(tmp_path, _env(jax_cache))
+        _check(results, tmp_path, "jax")
+        assert "[rank 0] distributed:          yes" in stdout
+        assert sorted(p.name for p in (tmp_path / "run_rank0" / "model.ckpt").iterdir()) == ["10", "20"]
+
+    @pytest.mark.slow
+    @pytest.mark.multiprocess
+    def test_signal_on_one_rank_stops_all(tmp_path, jax_cache):
+        """SIGTERM delivered to rank 1 only: both ranks stop at the next agreed step, rank 0 checkpoints it."""
+        water = require("water")
+        p = _run([_mpiexec(), "-n", "2", sys.executable, str(HERE), "signal", str(water), str(tmp_path)],
+                 _env(jax_cache))
+        res = [json.loads((tmp_path / f"signal_rank{r}.json").read_text()) for r in range(2)]
+        assert [r["rc"] for r in res] == [0, 0]
+        assert [r["step"] for r in res] == [20, 20]  # signal in step 13, agreed at the sync step 20
+        assert "20" in res[0]["checkpoints"] and "200" not in res[0]["checkpoints"]
+        assert "[rank 0] received SIGTERM: saved step 20" in p.stdout
+        assert "[rank 1] received SIGTERM: saved step 20" in p.stdout
 
     # -------------------------------------------------------------------- in-process units
     def test_detect_launcher():
@@ -358,4 +444,7 @@ if __name__ == "__main__":
     sys.path[:0] = [str(REPO / "tests"), str(REPO)]
     import jaxmd_dp  # noqa: F401  (float64)
 
-    worker(*sys.argv[1:4])
+    if sys.argv[1] == "signal":
+        signal_worker(*sys.argv[2:4])
+    else:
+        worker(*sys.argv[1:4])
