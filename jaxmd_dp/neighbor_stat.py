@@ -41,6 +41,7 @@ class NeighborStats:
     min_nbor_dist: float
     nframes: int
     nsystems: int
+    min_dist_per_system: np.ndarray | None = None
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -51,7 +52,8 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 
 @partial(jax.jit, static_argnums=0)
 def _frame_stats(spec, coord, box, atype):
-    """(max neighbours per type, min distance to the nearest neighbour) over these frames.
+    """(max neighbours per type, (nframes,) min distance to the nearest neighbour, cell overflow) of
+    these frames; atype (nframes, natoms).
 
     With one slot per type (``sel`` all ones) a neighbour list keeps, per atom and type, the nearest
     neighbour: the minimum distance over those slots is the minimum over all pairs within rcut."""
@@ -65,46 +67,56 @@ def _frame_stats(spec, coord, box, atype):
         d = d + jnp.einsum("fask,fkj->fasj", nl.shift, box)
     r = jnp.sqrt(jnp.sum(d * d, axis=-1))
     r = jnp.where(nl.idx >= 0, r, jnp.inf)
-    return jnp.max(nl.nneigh, axis=(0, 1)), jnp.min(r), nl.cell_overflow
+    return jnp.max(nl.nneigh, axis=(0, 1)), jnp.min(r, axis=(1, 2)), nl.cell_overflow
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
-                  type_map: list[str] | None = None) -> NeighborStats:
+                  type_map: list[str] | None = None, method: str = "auto") -> NeighborStats:
     """Neighbour statistics over every frame of ``systems`` (:class:`jaxmd_dp.data.system.System`).
 
-    one_type: count every neighbour as one type (DeePMD-kit's ``--one-type``, for mixed-type models)."""
+    one_type: count every neighbour as one type (DeePMD-kit's ``--one-type``, for mixed-type models).
+    Systems with the same atom count and periodicity share one neighbour spec (fixed from all their
+    frames) and one compiled function, fed in equal chunks of frames: start-up on data sets of hundreds
+    of small systems compiles a handful of times, not once per system. ``method``: neighbour-list
+    method (see ``neighbor.allocate``). ``min_dist_per_system`` holds each system's shortest distance."""
     from jaxmd_dp.geometry import neighbor
 
     if rcut <= 0:
         raise InputError(f"--rcut {rcut}: must be positive")
     nt = 1 if one_type else ntypes
     nmax = np.zeros(nt, int)
-    dmin = math.inf
-    nframes = 0
-    for s in systems:
+    dmin_sys = np.full(len(systems), math.inf)
+    groups: dict = {}
+    for k, s in enumerate(systems):
         atype = np.zeros_like(s.atype) if one_type else np.asarray(s.atype)
         if atype.size and atype.max() >= nt:
             raise InputError(f"{s.path}: atom type {int(atype.max())} is outside the type map of {nt} types")
-        n = s.nframes if hasattr(s, "nframes") else s.coord.shape[0]
-        spec = neighbor.allocate(s.coord, s.box, rcut, (1,) * nt)
+        groups.setdefault((s.coord.shape[1], s.box is not None), []).append((k, s, atype))
+    for (natoms, periodic), members in groups.items():
+        coord = np.concatenate([s.coord for _, s, _ in members])
+        box = np.concatenate([s.box for _, s, _ in members]) if periodic else None
+        atype = np.concatenate([np.broadcast_to(t, (s.coord.shape[0], natoms)) for _, s, t in members])
+        owner = np.concatenate([np.full(s.coord.shape[0], k) for k, s, _ in members])
+        spec = neighbor.allocate(coord, box, rcut, (1,) * nt, method)
+        n = coord.shape[0]
         size = max(1, min(chunk, n))
         for a in range(0, n, size):
             b = min(n, a + size)
-            coord = s.coord[a:b]
-            box = None if s.box is None else s.box[a:b]
-            if b - a < size:  # one compiled shape per system: pad with copies of the first frame (same answer)
+            c, bx, t = coord[a:b], None if box is None else box[a:b], atype[a:b]
+            if b - a < size:  # one compiled shape per group: pad with copies of the first frame (same answer)
                 pad = size - (b - a)
-                coord = np.concatenate([coord, np.repeat(coord[:1], pad, 0)])
-                box = None if box is None else np.concatenate([box, np.repeat(box[:1], pad, 0)])
-            m, d, overflow = _frame_stats(spec, coord, box, atype)
+                c = np.concatenate([c, np.repeat(c[:1], pad, 0)])
+                bx = None if bx is None else np.concatenate([bx, np.repeat(bx[:1], pad, 0)])
+                t = np.concatenate([t, np.repeat(t[:1], pad, 0)])
+            m, d, overflow = _frame_stats(spec, c, bx, t)
             if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
-                brute = neighbor.allocate(coord, box, rcut, (1,) * nt, method="brute")
-                m, d, _ = _frame_stats(brute, coord, box, atype)
+                brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
+                m, d, _ = _frame_stats(brute, c, bx, t)
             nmax = np.maximum(nmax, np.asarray(m))
-            dmin = min(dmin, float(d))
-        nframes += n
+            np.minimum.at(dmin_sys, owner[a:b], np.asarray(d)[: b - a])
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
-    return NeighborStats(float(rcut), names, nmax, dmin, nframes, len(systems))
+    return NeighborStats(float(rcut), names, nmax, float(dmin_sys.min(initial=math.inf)),
+                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys)
 
 
 def _type_map_of(paths: list[str]) -> list[str] | None:

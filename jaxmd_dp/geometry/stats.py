@@ -113,7 +113,7 @@ def _chunk_sums(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool
     """Per-frame, per-type raw sums of one chunk of frames: (nf, ntypes, 5) =
     [centres, S_r, Q_r, S_a, Q_a]; atype (nf, natoms)."""
     b = box if has_box else None
-    nl = build(spec, coord, b, atype)
+    nl = build(spec, coord, b, atype, order="any")  # sums over slots: the slot order does not matter
     d = pair_vectors(coord, b, nl.idx, nl.shift)
     rows = env_rows(d, nl.idx >= 0, spec.rcut, rcut_smth)  # (nf, natoms, nnei, 4), empty slots 0
     s, a = rows[..., 0], rows[..., 1:]

@@ -10,7 +10,6 @@ builds the jitted step, and writes ``out.json``, ``lcurve.out`` and orbax checkp
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import signal
@@ -67,14 +66,9 @@ def resolve_sel(sel, systems: list[System], hyper_rcut: float, ntypes: int, log=
 
 def neighbor_stat(systems: list[System], rcut: float, ntypes: int) -> np.ndarray:
     """Max neighbours per type within ``rcut`` over every frame of ``systems``: (ntypes,) int."""
-    nmax = np.zeros(ntypes, int)
-    for s in systems:
-        spec = neighbor.allocate(s.coord, s.box, rcut, (1,) * ntypes)
-        fn = _max_neighbors_fn(spec)
-        for a in range(0, s.nframes, 64):
-            box = None if s.box is None else s.box[a:a + 64]
-            nmax = np.maximum(nmax, np.asarray(fn(s.coord[a:a + 64], box, s.atype)))
-    return nmax
+    from jaxmd_dp.neighbor_stat import neighbor_stat as stat
+
+    return stat(systems, rcut, ntypes).max_nbor_size
 
 
 class TrainingDiverged(InputError):
@@ -576,26 +570,9 @@ def _differences(a: ModelHyper, b: ModelHyper) -> str:
 def check_min_distance(systems: list[System], rmin: float = 0.1) -> None:
     """Stop with the system and frame when two atoms are closer than ``rmin`` Å (broken data)."""
     for s in systems:
-        if s.natoms < 2:
-            continue
-        spec = neighbor.allocate(s.coord[:1], s.box, rmin, (1,), method="brute")
-        fn = _close_pairs_fn(spec)
-        for a in range(0, s.nframes, 256):
-            n = np.asarray(fn(s.coord[a:a + 256], None if s.box is None else s.box[a:a + 256]))
-            if n.any():
-                raise InputError(f"{s.path}: frame {a + int(np.argmax(n > 0))} has two atoms closer than {rmin} Å")
-
-
-@functools.lru_cache(maxsize=64)
-def _max_neighbors_fn(spec: neighbor.NeighborSpec):
-    """Jitted: most neighbours per type over a batch of frames (compiled once per spec)."""
-    return jax.jit(lambda c, b, t: jnp.max(neighbor.build(spec, c, b, t).nneigh, axis=(0, 1)))
-
-
-@functools.lru_cache(maxsize=64)
-def _close_pairs_fn(spec: neighbor.NeighborSpec):
-    """Jitted: per frame, does any atom have a neighbour within spec.rcut? (compiled once per spec)."""
-    return jax.jit(lambda c, b: jnp.max(neighbor.build(spec, c, b, jnp.zeros(c.shape[1], int)).nneigh, axis=(1, 2)))
+        d = neighbor.closest_pair_distance(s.coord, s.box)
+        if np.any(d < rmin):
+            raise InputError(f"{s.path}: frame {int(np.argmax(d < rmin))} has two atoms closer than {rmin} Å")
 
 
 def _steady_rate(windows) -> float | None:

@@ -446,3 +446,24 @@ def test_order_any_same_neighbours(method, sel):
                 keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
             np.testing.assert_array_equal(keys[0], keys[1])
     assert not np.array_equal(np.asarray(anyo.idx), np.asarray(near.idx)), "expected a different slot order"
+
+
+def test_closest_pair_distance_equals_neighbour_list_minimum():
+    """The host-side sanity check (minimum image) equals the shortest pair vector of a neighbour list."""
+    from jaxmd_dp.geometry.env_mat import pair_vectors
+    from jaxmd_dp.geometry.neighbor import closest_pair_distance
+
+    rng = np.random.default_rng(3)
+    box = np.stack([random_triclinic_box(rng, 8.0, tilt=0.3) for _ in range(3)])
+    coord = np.einsum("fni,fij->fnj", rng.uniform(-1, 2, (3, 50, 3)), box)
+    coord[1, 4] = coord[1, 9] + box[1, 2] + 0.03  # an image of atom 9 almost on atom 4
+    got = closest_pair_distance(coord, box)
+    spec = allocate(coord, box, 3.0, (50,), method="brute")
+    nl = _jit_build(spec)(coord, box, np.zeros(50, int))
+    d = np.linalg.norm(np.asarray(pair_vectors(coord, box, nl.idx, nl.shift)), axis=-1)
+    want = np.where(np.asarray(nl.idx) >= 0, d, np.inf).min(axis=(1, 2))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert got[1] == pytest.approx(0.03 * np.sqrt(3), rel=1e-9)
+    assert np.all(closest_pair_distance(coord[:, :1], box) == np.inf)
+    free = closest_pair_distance(coord, None)  # no PBC: plain distances
+    assert np.all(free >= got - 1e-12)
