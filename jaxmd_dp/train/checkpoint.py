@@ -8,6 +8,8 @@ hyper-parameters, data-sampler states, versions).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 
 import jax
@@ -32,11 +34,12 @@ class Checkpointer:
         me = jax.process_index()
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)  # orbax cannot create it for a subset of processes
-        opts = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False, read_only=read_only,
-            multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}),
-        )
-        self.manager = ocp.CheckpointManager(self.directory, options=opts, item_names=ITEMS)
+        with _quiet_absl() if read_only else contextlib.nullcontext():
+            opts = ocp.CheckpointManagerOptions(
+                max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False, read_only=read_only,
+                multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}),
+            )
+            self.manager = ocp.CheckpointManager(self.directory, options=opts, item_names=ITEMS)
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -70,6 +73,18 @@ class Checkpointer:
             raise InputError(f"{self.directory}/{step}: cannot restore checkpoint ({type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
         return r.state, r.meta
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """Silence orbax's absl warnings about read-only managers (noise in ``test``/``freeze`` output)."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def find_checkpoint_dir(path: str | Path) -> Path:
