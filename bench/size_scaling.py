@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from train_speed import windows  # bench/: the lcurve-window parser shared by the benchmarks
 
 ROOT = Path(__file__).resolve().parent.parent
 WATER = ROOT.parent / "shared" / "data" / "water" / "data_3"
@@ -59,8 +60,7 @@ def run(system: Path, steps: int, disp: int, precision: str, out: Path) -> dict:
     text = log.read_text()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"training failed, see {log}:\n" + "\n".join(text.splitlines()[-5:]))
-    w = [(int(b), float(s)) for b, s in re.findall(r"batch\s+(\d+): total wall time = ([\d.]+) s", text)]
-    per = [s / (b - pb) for (pb, _), (b, s) in zip([(0, 0.0)] + w[:-1], w)][1:]
+    per = windows(text)
     first = re.search(r"first training step \(including compilation\): ([\d.]+) s", text)
     return {"s_step": statistics.median(per), "first_step_s": float(first.group(1)) if first else None,
             "rss_gb": usage.ru_maxrss / 1e6}

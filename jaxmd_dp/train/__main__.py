@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     for o in args.overrides:
         if "=" not in o:
             raise InputError(f"override {o!r}: expected key.path=value")
-    from jaxmd_dp.train.log import make_logger, parse_level
+    from jaxmd_dp.train.log import Logger, parse_level
 
     parse_level(args.log_level)
     init_model = args.init_model
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
 
     from jaxmd_dp.train.loop import Trainer
 
-    console = make_logger(args.log_level, args.log_path if workers.is_writer else None)
+    console = Logger(args.log_level, args.log_path if workers.is_writer else None)
     trainer = Trainer(config, out, restart=args.restart, init_model=init_model, workers=workers,
                       log=rank_logger(workers, out, console), profile=args.profile)
     trainer.fit()

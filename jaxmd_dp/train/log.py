@@ -53,8 +53,3 @@ class Logger:
             with self.path.open("a") as f:
                 f.write(msg + "\n")
 
-
-def make_logger(level: str = "INFO", path: str | Path | None = None,
-                console: Callable[[str], None] = print) -> Logger:
-    """A :class:`Logger` (validates ``level`` and that ``path`` is writable)."""
-    return Logger(level, path, console)

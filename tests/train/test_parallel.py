@@ -28,14 +28,10 @@ NSTEPS = 20
 
 def config_dict(water: str, numb_steps: int = NSTEPS, scale_by_worker: str = "linear", start_lr: float = 1e-3) -> dict:
     """A small water model (as test_training's) trained on water/data_0 and data_2 (no validation: quick)."""
+    from tiny import small_water_model  # (tests/train: on the path in pytest and as a script)
+
     return {
-        "model": {
-            "type_map": ["O", "H"],
-            "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
-                           "axis_neuron": 2, "type_one_side": True, "seed": 1},
-            "fitting_net": {"neuron": [16, 16], "resnet_dt": True, "seed": 1},
-            "data_stat_nbatch": 2,
-        },
+        "model": small_water_model(),
         "learning_rate": {"type": "exp", "start_lr": start_lr, "stop_lr": start_lr / 100, "decay_steps": 5,
                           "scale_by_worker": scale_by_worker},
         "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},

@@ -9,18 +9,13 @@ import pytest
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.train import Trainer
 from shared_paths import require  # noqa: E402
+from tiny import small_water_model
 
 
 def small_config(numb_steps=100, **training):
     water = require("water")
     d = {
-        "model": {
-            "type_map": ["O", "H"],
-            "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
-                           "axis_neuron": 2, "type_one_side": True, "seed": 1},
-            "fitting_net": {"neuron": [16, 16], "resnet_dt": True, "seed": 1},
-            "data_stat_nbatch": 2,
-        },
+        "model": small_water_model(),
         "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-5, "decay_steps": 20},
         "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},
         "training": {

@@ -31,3 +31,15 @@ def tiny_cu_dict(numb_steps=40, **training):
 def write_config(path, d) -> str:
     path.write_text(json.dumps(d))
     return str(path)
+
+
+def small_water_model() -> dict:
+    """The ``model`` section of the small water model that training and data-parallel tests share
+    (DeePMD-kit's water sel and cut-offs, tiny nets)."""
+    return {
+        "type_map": ["O", "H"],
+        "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
+                       "axis_neuron": 2, "type_one_side": True, "seed": 1},
+        "fitting_net": {"neuron": [16, 16], "resnet_dt": True, "seed": 1},
+        "data_stat_nbatch": 2,
+    }
