@@ -3,8 +3,8 @@
 #
 #   bash bench/deepmd_water_baseline.sh [SEEDS...]      (default seeds: 10 20 30)
 #
-# For each seed: copy /work/shared/bench/water_se_e2_a.json with training.seed = SEED and the data
-# paths made absolute, train 2000 steps with `deepmd_kit.sh train tf`, freeze, and `dp test` on
+# For each seed: copy /work/shared/bench/water_se_e2_a.json with training.seed = descriptor.seed =
+# fitting_net.seed = SEED (INIT_SEED=config keeps the file's model seed 1) and the data paths made absolute, train 2000 steps with `deepmd_kit.sh train tf`, freeze, and `dp test` on
 # all 80 frames of data_3 (-n 0 = all frames). Results are under $OUT_ROOT/seedN/run:
 #   train.log, lcurve.out, test.log (RMSEs); $OUT_ROOT/seedN/train_summary.txt (s/step line).
 # Every heavy command runs under `nice -n 19` (shared 2-core machine).
@@ -20,11 +20,13 @@ nice -n 19 bash "$DK" install tf >/dev/null
 
 for seed in "${SEEDS[@]}"; do
   dir="$OUT_ROOT/seed$seed"; mkdir -p "$dir"
-  python3 - "$SRC" "$dir/input.json" "$seed" "$DATA" <<'PY'
+  python3 - "$SRC" "$dir/input.json" "$seed" "$DATA" "${INIT_SEED:-seed}" <<'PY'
 import json, sys
-src, dst, seed, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+src, dst, seed, data, init = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 d = json.load(open(src))
 d["training"]["seed"] = seed
+if init != "config":
+    d["model"]["descriptor"]["seed"] = d["model"]["fitting_net"]["seed"] = seed
 d["training"]["training_data"]["systems"] = [f"{data}/data_0", f"{data}/data_1", f"{data}/data_2"]
 d["training"]["validation_data"]["systems"] = [f"{data}/data_3"]
 json.dump(d, open(dst, "w"), indent=2)
