@@ -632,6 +632,8 @@ class TrainingConfig(_Section):
     checkpoint prefix, period and how many to keep.  tensorboard*: TensorBoard output.
     strict_sel (jaxmd_dp): error, instead of a warning, when an atom has more neighbours than sel.
     kernels (jaxmd_dp): "auto" (Pallas on GPU, jnp elsewhere), "pallas" or "jnp".
+    pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
+    enough sel slots empty (same results; :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
     """
 
     _path = "training"
@@ -686,6 +688,7 @@ class TrainingConfig(_Section):
     tensorboard_freq: int = _field(_pos_int, 1)
     strict_sel: bool = _field(_bool, False)
     kernels: str = _field(_choice(KERNELS), "auto")
+    pair_packing: bool = _field(_bool, True)
 
 
 def _validating_off(v: Any) -> bool:

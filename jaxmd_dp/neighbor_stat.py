@@ -42,6 +42,7 @@ class NeighborStats:
     nframes: int
     nsystems: int
     min_dist_per_system: np.ndarray | None = None
+    max_pairs_per_system: np.ndarray | None = None
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -52,8 +53,8 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 
 @partial(jax.jit, static_argnums=0)
 def _frame_stats(spec, coord, box, atype):
-    """(max neighbours per type, (nframes,) min distance to the nearest neighbour, cell overflow) of
-    these frames; atype (nframes, natoms).
+    """(max neighbours per type, (nframes,) min distance to the nearest neighbour, cell overflow,
+    (nframes, ntypes) neighbour pairs of each type per frame) of these frames; atype (nframes, natoms).
 
     With one slot per type (``sel`` all ones) a neighbour list keeps, per atom and type, the nearest
     neighbour: the minimum distance over those slots is the minimum over all pairs within rcut."""
@@ -67,7 +68,7 @@ def _frame_stats(spec, coord, box, atype):
         d = d + jnp.einsum("fask,fkj->fasj", nl.shift, box)
     r = jnp.sqrt(jnp.sum(d * d, axis=-1))
     r = jnp.where(nl.idx >= 0, r, jnp.inf)
-    return jnp.max(nl.nneigh, axis=(0, 1)), jnp.min(r, axis=(1, 2)), nl.cell_overflow
+    return jnp.max(nl.nneigh, axis=(0, 1)), jnp.min(r, axis=(1, 2)), nl.cell_overflow, jnp.sum(nl.nneigh, axis=1)
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
@@ -86,6 +87,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     nt = 1 if one_type else ntypes
     nmax = np.zeros(nt, int)
     dmin_sys = np.full(len(systems), math.inf)
+    pairs_sys = np.zeros((len(systems), nt), int)
     groups: dict = {}
     for k, s in enumerate(systems):
         atype = np.zeros_like(s.atype) if one_type else np.asarray(s.atype)
@@ -108,15 +110,16 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
                 c = np.concatenate([c, np.repeat(c[:1], pad, 0)])
                 bx = None if bx is None else np.concatenate([bx, np.repeat(bx[:1], pad, 0)])
                 t = np.concatenate([t, np.repeat(t[:1], pad, 0)])
-            m, d, overflow = _frame_stats(spec, c, bx, t)
+            m, d, overflow, pairs = _frame_stats(spec, c, bx, t)
             if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
                 brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
-                m, d, _ = _frame_stats(brute, c, bx, t)
+                m, d, _, pairs = _frame_stats(brute, c, bx, t)
             nmax = np.maximum(nmax, np.asarray(m))
             np.minimum.at(dmin_sys, owner[a:b], np.asarray(d)[: b - a])
+            np.maximum.at(pairs_sys, owner[a:b], np.asarray(pairs)[: b - a])
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
     return NeighborStats(float(rcut), names, nmax, float(dmin_sys.min(initial=math.inf)),
-                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys)
+                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys)
 
 
 def _type_map_of(paths: list[str]) -> list[str] | None:

@@ -235,8 +235,10 @@ def test_freeze_export(tmp_path, tiny_model, tiny_ref):
 
 
 def brute_force_stats(coord, box, atype, rcut, ntypes):
-    """Independent numpy count: every pair over every periodic image within reach."""
+    """Independent numpy count: every pair over every periodic image within reach. Returns the most
+    neighbours of each type per atom, the shortest distance, and the most pairs of each type per frame."""
     nmax = np.zeros(ntypes, int)
+    pairs = np.zeros(ntypes, int)
     dmin = np.inf
     for f in range(coord.shape[0]):
         c = coord[f]
@@ -255,9 +257,10 @@ def brute_force_stats(coord, box, atype, rcut, ntypes):
         within = (r < rcut) & ~self_pair
         for t in range(ntypes):
             nmax[t] = max(nmax[t], int((within & (atype[None, :, None] == t)).sum(axis=(1, 2)).max()))
+            pairs[t] = max(pairs[t], int((within & (atype[None, :, None] == t)).sum()))
         if within.any():
             dmin = min(dmin, float(r[within].min()))
-    return nmax, dmin
+    return nmax, dmin, pairs
 
 
 def _frames(system, n):
@@ -273,7 +276,7 @@ def test_neighbor_stat_cli_matches_brute_force(tmp_path, capsys):
     (sysdir / "type.raw").write_text("\n".join(map(str, cu.atype)) + "\n")
     np.save(sysdir / "set.000" / "coord.npy", cu.coord[:4].reshape(4, -1))
     np.save(sysdir / "set.000" / "box.npy", cu.box[:4].reshape(4, 9))
-    want_n, want_d = brute_force_stats(cu.coord[:4], cu.box[:4], cu.atype, 6.0, 1)
+    want_n, want_d, _ = brute_force_stats(cu.coord[:4], cu.box[:4], cu.atype, 6.0, 1)
     assert run_cli(nstat.main, ["-s", str(tmp_path / "data"), "-r", "6", "-t", "Cu", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["max_nbor_size"] == want_n.tolist() and got["type_map"] == ["Cu"] and got["nframes"] == 4
@@ -292,9 +295,10 @@ def test_neighbor_stat_two_types_cell_list():
     from jaxmd_dp.data.system import load_system
 
     w = _frames(load_system(require("water/data_3"), ["O", "H"]), 2)
-    want_n, want_d = brute_force_stats(w.coord, w.box, w.atype, 6.0, 2)
+    want_n, want_d, want_pairs = brute_force_stats(w.coord, w.box, w.atype, 6.0, 2)
     st = nstat.neighbor_stat([w], 6.0, 2, type_map=["O", "H"], chunk=2)
     assert st.max_nbor_size.tolist() == want_n.tolist() and st.type_map == ["O", "H"]
+    assert st.max_pairs_per_system.tolist() == [want_pairs.tolist()]  # the trainer's pair-packing sizes
     assert st.min_nbor_dist == pytest.approx(want_d, rel=1e-12)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from jaxmd_dp.geometry.env_mat import env_mat
 from jaxmd_dp.model.fitting import EnergyFitting
+from jaxmd_dp.model.pair_pack import Packing, empty_rows
 from jaxmd_dp.model.se_e2_a import DescriptorSeA
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "bfloat16": jnp.bfloat16, "default": jnp.float64}
@@ -120,8 +121,9 @@ class DeepPot(nn.Module):
         )
         self.fitting = EnergyFitting(h.ntypes, h.fit_neuron, h.fit_resnet_dt, h.fit_activation, DTYPES[h.fit_precision])
 
-    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None) -> jax.Array:
-        return self.fitting(self.descriptor(R, atype, capacity), atype, capacity)
+    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
+                 packing: Packing | None = None) -> jax.Array:
+        return self.fitting(self.descriptor(R, atype, capacity, packing), atype, capacity)
 
 
 def init_params(hyper: ModelHyper, seed: int = 0):
@@ -142,7 +144,7 @@ def _init_fn(hyper: ModelHyper):
 
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
-    capacity: tuple[int, ...] | None = None, kernels: str | None = None,
+    capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -151,12 +153,16 @@ def atomic_energy(
     capacity: (static) most atoms of each type in a frame, so per-type nets run on their atoms only
     (:func:`type_capacity`); default natoms for every type.
     kernels: environment-matrix implementation, "pallas" | "jnp" | "auto" (see ``geometry.env_mat``).
+    pack: (static) run the embedding nets on real pairs only, in blocks of this many rows per frame for
+    each neighbour type (:mod:`jaxmd_dp.model.pair_pack`); every frame must have at most that many real
+    pairs in each type's section (see ``pair_pack.overflow``). Same energies as without.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd,
                 kernels)
-    e = DeepPot(hyper).apply({"params": params}, R, atype, capacity).astype(coord.dtype)
+    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack))
+    e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
 
@@ -184,13 +190,13 @@ class Prediction(NamedTuple):
 
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
-    capacity: tuple[int, ...] | None = None, kernels: str | None = None,
+    capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
     box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
-    atoms and periodic images), flattened row-major to (nf, 9).
+    atoms and periodic images), flattened row-major to (nf, 9). ``pack``: see :func:`atomic_energy`.
     """
     nf = coord.shape[0]
 
@@ -198,7 +204,7 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)

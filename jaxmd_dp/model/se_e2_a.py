@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.model.nets import EmbeddingNet
+from jaxmd_dp.model.pair_pack import Packing, packed_embedding
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
@@ -40,9 +41,11 @@ class DescriptorSeA(nn.Module):
         return neighbor_type if self.type_one_side else neighbor_type * self.ntypes + centre_type
 
     @nn.compact
-    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None) -> jax.Array:
+    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
+                 packing: Packing | None = None) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms); used to run the
-        centre-type embedding nets (type_one_side false) on their type's atoms only."""
+        centre-type embedding nets (type_one_side false) on their type's atoms only.
+        packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -52,23 +55,30 @@ class DescriptorSeA(nn.Module):
             return nets[k]
 
         if self.type_one_side:
-            return self._descriptor(R, lambda tj: net(self.embedding_index(tj, 0)))
+            return self._descriptor(R, lambda tj: net(self.embedding_index(tj, 0)), packing, atype)
         capacity = capacity or default_capacity(self.ntypes, R.shape[1])
         D = jnp.zeros(R.shape[:2] + (self.neuron[-1] * self.axis_neuron,), self.dtype)
         for ti in range(self.ntypes):
             order, valid = gather_type(atype, ti, max(1, capacity[ti]))
-            Di = self._descriptor(take_atoms(R, order), lambda tj, ti=ti: net(self.embedding_index(tj, ti)))
+            pk = packing and packing._replace(mask=take_atoms(packing.mask, order) & valid[..., None])
+            Di = self._descriptor(take_atoms(R, order), lambda tj, ti=ti: net(self.embedding_index(tj, ti)), pk, ti)
             D = put_atoms(D, order, valid, Di)
         return D
 
-    def _descriptor(self, R: jax.Array, net_for) -> jax.Array:
-        """D of each atom of R (nf, n, nnei, 4), with net_for(neighbour type) its embedding nets."""
+    def _descriptor(self, R: jax.Array, net_for, packing: Packing | None = None, centre=None) -> jax.Array:
+        """D of each atom of R (nf, n, nnei, 4), with net_for(neighbour type) its embedding nets;
+        centre: the atoms' types (nf, n), or one int type (used with ``packing`` only)."""
         nnei = int(sum(self.sel))
         sec = np.concatenate([[0], np.cumsum(self.sel)])
         T = 0.0
         for tj in range(self.ntypes):
             Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, n, sel_t, 4)
-            G = net_for(tj)(Rt[..., :1])  # (nf, n, sel_t, M1)
+            if packing is None:
+                G = net_for(tj)(Rt[..., :1])  # (nf, n, sel_t, M1)
+            else:
+                empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
+                G = packed_embedding(net_for(tj), Rt, packing.mask[:, :, sec[tj] : sec[tj + 1]], empty, centre,
+                                     packing.sizes[tj])
             T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])

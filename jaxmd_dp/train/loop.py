@@ -31,6 +31,7 @@ from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import energy_bias, env_mat_stats, sample_stat_frames
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, type_capacity
+from jaxmd_dp.model.pair_pack import pack_sizes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
@@ -256,17 +257,31 @@ class Trainer:
 
     def _allocate_layouts(self) -> dict:
         """One :class:`BatchLayout` per (natoms, pbc): a neighbour-list spec searching enough images/cells
-        for every frame, and the most atoms of each type in those systems."""
+        for every frame, the most atoms of each type in those systems, and (``training.pair_packing``)
+        the packed block sizes: the most neighbour pairs of each type in any of their frames."""
+        systems_all = self.train_systems + self.valid_systems
         groups: dict = {}
-        for s in self.train_systems + self.valid_systems:
-            groups.setdefault((s.natoms, s.pbc), []).append(s)
+        for k, s in enumerate(systems_all):
+            groups.setdefault((s.natoms, s.pbc), []).append(k)
+        pairs = None
+        if self.config.training.pair_packing:
+            from jaxmd_dp.neighbor_stat import neighbor_stat as stat
+
+            pairs = stat(systems_all, self.hyper.rcut, self.hyper.ntypes).max_pairs_per_system
         layouts = {}
-        for key, systems in groups.items():
+        for key, members in groups.items():
+            systems = [systems_all[k] for k in members]
             coord = np.concatenate([s.coord for s in systems])
             box = None if not key[1] else np.concatenate([s.box for s in systems])
             spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
+            pack = None if pairs is None else pack_sizes(pairs[members].max(axis=0), key[0], self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels)
+                                       self.config.training.kernels, pack)
+        packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]}"
+                  for (n, _), lay in layouts.items() if lay.pack]
+        if packed:
+            self.log("embedding nets on real neighbour pairs only (training.pair_packing), pairs per frame "
+                     + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
         return layouts
 
     def _compute_stats(self) -> Stats:

@@ -29,6 +29,7 @@ class BatchLayout(NamedTuple):
     spec: neighbor.NeighborSpec
     capacity: tuple[int, ...]
     kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
+    pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack)
 
 
 class TrainState(NamedTuple):
@@ -67,7 +68,8 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels
     nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
-    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels)
+    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
+                   layout.pack)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
     return loss, metrics

@@ -68,6 +68,17 @@ def test_restart_is_exact(full_run, tmp_path):
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")
 
 
+def test_pair_packing_changes_no_number(full_run, tmp_path):
+    """Embedding nets on real pairs only (the default) train exactly as on every sel slot."""
+    trainer, full_out, _ = full_run
+    assert all(lay.pack is not None for lay in trainer.layouts.values())  # water leaves ~1/3 of sel empty
+    out = tmp_path / "dense"
+    dense = Trainer(small_config(numb_steps=100, pair_packing=False), out, log=lambda *a: None)
+    assert all(lay.pack is None for lay in dense.layouts.values())
+    dense.fit(20)
+    assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:3]
+
+
 def test_checkpoint_usable_by_test(full_run, capsys):
     from jaxmd_dp import test as dptest
     from jaxmd_dp.cli_util import run_cli

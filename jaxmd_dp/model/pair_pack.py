@@ -1,0 +1,141 @@
+"""Embedding nets on real neighbour pairs only ("packing"), with DeePMD-kit's empty-slot rule kept exact.
+
+A neighbour-type section of the environment matrix has ``sel_t`` slots per atom, but on average only a
+part of them hold a neighbour (water: 89 of 138). The embedding net G(s) is the bulk of a training
+step, so it is run on the real pairs of a frame gathered into a fixed-size block of ``size`` rows,
+and the result is put back into the slot layout. Empty slots are not zero in DeePMD-kit: each holds the
+normalised empty row −davg/dstd of its centre type and slot, whose embedding is computed once per
+(centre type, slot) — ntypes × sel_t evaluations instead of natoms × sel_t — and broadcast. So the
+descriptor is the same as the dense one (to rounding), with any ``size`` ≥ the real pairs of each frame.
+
+``size`` is static; :func:`overflow` tells when a frame has more real pairs than that (callers then
+take the dense path).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Packing(NamedTuple):
+    """How to run the embedding nets on real pairs.
+
+    mask: (nframes, natoms, nnei) bool, True where a slot holds a neighbour.
+    empty: (ntypes, nnei, 4) the normalised environment row of an empty slot, per centre type.
+    sizes: (static) rows of the packed block per frame for each neighbour type's section.
+    """
+
+    mask: jax.Array
+    empty: jax.Array
+    sizes: tuple[int, ...]
+
+
+PACK_MAX_FILL = 0.85  # pack only when the packed blocks are at most this fraction of the slots
+
+
+def pack_sizes(max_pairs, natoms: int, sel: tuple[int, ...], multiple: int = 8) -> tuple[int, ...] | None:
+    """Packed block sizes for frames of ``natoms`` atoms whose sections hold at most ``max_pairs``
+    (ntypes,) real pairs each (neighbour statistics over every frame): rounded up to ``multiple``, at most
+    the section. None when packing would leave more than ``PACK_MAX_FILL`` of the slots (no gain)."""
+    sizes = tuple(int(min(natoms * s, -(-max(int(m), 1) // multiple) * multiple)) for m, s in zip(max_pairs, sel))
+    return sizes if sum(sizes) <= PACK_MAX_FILL * natoms * sum(sel) else None
+
+
+def empty_rows(davg: jax.Array, dstd: jax.Array) -> jax.Array:
+    """(0 − davg) / dstd: (ntypes, nnei, 4), what an empty slot holds after normalisation."""
+    return -jnp.asarray(davg) / jnp.asarray(dstd)
+
+
+def pair_counts(mask: jax.Array, sel: tuple[int, ...]) -> jax.Array:
+    """Real pairs per frame in each neighbour type's section: (nframes, ntypes) from mask (nf, natoms, nnei)."""
+    sec = np.concatenate([[0], np.cumsum(sel)])
+    return jnp.stack([jnp.sum(mask[:, :, sec[t]:sec[t + 1]], axis=(1, 2)) for t in range(len(sel))], axis=-1)
+
+
+def overflow(mask: jax.Array, sel: tuple[int, ...], sizes: tuple[int, ...]) -> jax.Array:
+    """() bool: does any frame have more real pairs in a section than its packed size?"""
+    return jnp.any(pair_counts(mask, sel) > jnp.asarray(sizes))
+
+
+def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+    """Where the real slots go in a packed block.
+
+    mask: (nframes, nslots) bool. Returns idx (nframes, size): the slot of each packed row, in slot order
+    (rows past the frame's count point at slot 0); and inv (nframes, nslots): the packed row of each
+    real slot (clipped into range for empty slots). On real slots the two are inverse permutations.
+    """
+    pos = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) - 1
+    dest = jnp.where(mask, pos, size)  # out of range: dropped
+    slots = jnp.broadcast_to(jnp.arange(mask.shape[-1], dtype=jnp.int32), mask.shape)
+    idx = jax.vmap(lambda d, s: jnp.zeros(size, jnp.int32).at[d].set(s, mode="drop"))(dest, slots)
+    return idx, jnp.clip(pos, 0, size - 1)
+
+
+def _take_rows(x: jax.Array, rows: jax.Array, keep: jax.Array) -> jax.Array:
+    """x (nf, m, ...) rows ``rows`` (nf, k) → (nf, k, ...), 0 where not ``keep`` (nf, k)."""
+    r = jnp.take_along_axis(x, rows.reshape(rows.shape + (1,) * (x.ndim - 2)), axis=1)
+    return jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 2)), r, 0)
+
+
+# pack and unpack are linear maps, each the other's transpose; both are gathers. Giving them custom VJPs
+# in terms of each other keeps every derivative (forces, and the weight gradient through the forces) a
+# gather too, instead of the scatter-add that differentiating a gather gives (slow on CPU).
+@jax.custom_vjp
+def pack(x: jax.Array, idx: jax.Array, inv: jax.Array, mask: jax.Array, valid: jax.Array) -> jax.Array:
+    """Real slots of x (nf, nslots, ...) in packed order → (nf, size, ...); rows past the count are 0."""
+    return _take_rows(x, idx, valid)
+
+
+@jax.custom_vjp
+def unpack(y: jax.Array, idx: jax.Array, inv: jax.Array, mask: jax.Array, valid: jax.Array) -> jax.Array:
+    """Packed rows y (nf, size, ...) back to their slots → (nf, nslots, ...); empty slots are 0."""
+    return _take_rows(y, inv, mask)
+
+
+def _pack_fwd(x, idx, inv, mask, valid):
+    return pack(x, idx, inv, mask, valid), (idx, inv, mask, valid)
+
+
+def _pack_bwd(res, ct):
+    return (unpack(ct, *res), None, None, None, None)
+
+
+def _unpack_fwd(y, idx, inv, mask, valid):
+    return unpack(y, idx, inv, mask, valid), (idx, inv, mask, valid)
+
+
+def _unpack_bwd(res, ct):
+    return (pack(ct, *res), None, None, None, None)
+
+
+pack.defvjp(_pack_fwd, _pack_bwd)
+unpack.defvjp(_unpack_fwd, _unpack_bwd)
+
+
+def packed_embedding(net, R: jax.Array, mask: jax.Array, empty: jax.Array, centre, size: int) -> jax.Array:
+    """G(s) for every slot of one neighbour-type section, the net run on real pairs only.
+
+    net: embedding net, (..., 1) → (..., M1). R: (nf, n, sel_t, 4) normalised rows; mask: (nf, n, sel_t);
+    empty: (ntypes, sel_t, 4) normalised empty rows per centre type; centre: (nf, n) centre types, or an
+    int when every centre atom has that type. Returns G: (nf, n, sel_t, M1), empty slots holding the
+    embedding of their empty row (as the dense computation gives).
+    """
+    nf, n, s = mask.shape
+    flat = mask.reshape(nf, n * s)
+    idx, inv = pack_index(flat, size)
+    valid = jnp.arange(size) < jnp.sum(flat, axis=-1, keepdims=True)  # (nf, size)
+    s_packed = pack(R[..., 0].reshape(nf, n * s), idx, inv, flat, valid)  # (nf, size)
+    g_packed = net(s_packed[..., None])  # (nf, size, M1)
+    g = unpack(g_packed, idx, inv, flat, valid).reshape(nf, n, s, -1)
+    if isinstance(centre, (int, np.integer)):
+        g_empty = net(empty[centre, :, :1])  # (sel_t, M1)
+    else:  # a select per type, not a gather: its derivative is no scatter-add either
+        per_type = net(empty[:, :, :1])  # (ntypes, sel_t, M1)
+        g_empty = per_type[0]
+        for t in range(1, per_type.shape[0]):
+            g_empty = jnp.where((centre == t)[:, :, None, None], per_type[t], g_empty)
+    return jnp.where(mask[..., None], g, g_empty)
