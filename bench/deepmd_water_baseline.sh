@@ -7,7 +7,7 @@
 # fitting_net.seed = SEED (INIT_SEED=config keeps the file's model seed 1) and the data paths made absolute, train 2000 steps with `deepmd_kit.sh train tf`, freeze, and `dp test` on
 # all 80 frames of data_3 (-n 0 = all frames). Results are under $OUT_ROOT/seedN/run:
 #   train.log, lcurve.out, test.log (RMSEs); $OUT_ROOT/seedN/train_summary.txt (s/step line).
-# Every heavy command runs under `nice -n 19` (shared 2-core machine).
+# Every heavy command runs under `nice -n $NICE` (default 19: a shared 2-core machine; NICE=0 for full speed).
 set -euo pipefail
 DK=/work/shared/bench/deepmd_kit.sh
 SRC=/work/shared/bench/water_se_e2_a.json
@@ -16,7 +16,7 @@ OUT_ROOT="${OUT_ROOT:-/tmp/dk_water}"
 STEPS="${STEPS:-2000}"
 SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(10 20 30)
 
-nice -n 19 bash "$DK" install tf >/dev/null
+nice -n "${NICE:-19}" bash "$DK" install tf >/dev/null
 
 for seed in "${SEEDS[@]}"; do
   dir="$OUT_ROOT/seed$seed"; mkdir -p "$dir"
@@ -32,10 +32,10 @@ d["training"]["validation_data"]["systems"] = [f"{data}/data_3"]
 json.dump(d, open(dst, "w"), indent=2)
 PY
   rm -rf "$dir/run"
-  nice -n 19 bash "$DK" train tf "$dir/input.json" "$dir/run" "$STEPS" | tee "$dir/train_summary.txt"
+  nice -n "${NICE:-19}" bash "$DK" train tf "$dir/input.json" "$dir/run" "$STEPS" | tee "$dir/train_summary.txt"
   ( cd "$dir/run"
-    nice -n 19 bash "$DK" dp tf freeze -o frozen_model.pb > freeze.log 2>&1
-    nice -n 19 bash "$DK" dp tf test -m frozen_model.pb -s "$DATA/data_3" -n 0 > test.log 2>&1
+    nice -n "${NICE:-19}" bash "$DK" dp tf freeze -o frozen_model.pb > freeze.log 2>&1
+    nice -n "${NICE:-19}" bash "$DK" dp tf test -m frozen_model.pb -s "$DATA/data_3" -n 0 > test.log 2>&1
     grep -E "number of test data|Energy RMSE/Natoms|Force  *RMSE" test.log )
 done
 
