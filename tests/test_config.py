@@ -216,7 +216,7 @@ def test_defaults_filled():
             "validation_data": None, "numb_steps": 3, "seed": None, "disp_file": "lcurve.out", "disp_freq": 1000,
             "save_freq": 1000, "save_ckpt": "model.ckpt", "max_ckpt_keep": 5, "disp_training": True,
             "time_training": True, "tensorboard": False, "tensorboard_log_dir": "log", "tensorboard_freq": 1,
-            "strict_sel": False, "kernels": "auto",
+            "strict_sel": False, "kernels": "auto", "pair_packing": True,
         },
     }  # fmt: skip
 
