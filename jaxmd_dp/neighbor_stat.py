@@ -56,19 +56,13 @@ def _frame_stats(spec, coord, box, atype):
     """(max neighbours per type, (nframes,) min distance to the nearest neighbour, cell overflow,
     (nframes, ntypes) neighbour pairs of each type per frame) of these frames; atype (nframes, natoms).
 
-    With one slot per type (``sel`` all ones) a neighbour list keeps, per atom and type, the nearest
-    neighbour: the minimum distance over those slots is the minimum over all pairs within rcut."""
+    Straight from the candidate pairs within rcut: counts and a minimum, no neighbour-list sort."""
     from jaxmd_dp.geometry import neighbor
 
-    nl = neighbor.build(spec, coord, box, atype)
-    j = jnp.maximum(nl.idx, 0)  # (nf, natoms, ntypes)
-    cj = jnp.take_along_axis(coord[:, :, None, :], j[..., None], axis=1)  # (nf, natoms, ntypes, 3)
-    d = cj - coord[:, :, None, :]
-    if box is not None and spec.pbc:
-        d = d + jnp.einsum("fask,fkj->fasj", nl.shift, box)
-    r = jnp.sqrt(jnp.sum(d * d, axis=-1))
-    r = jnp.where(nl.idx >= 0, r, jnp.inf)
-    return jnp.max(nl.nneigh, axis=(0, 1)), jnp.min(r, axis=(1, 2)), nl.cell_overflow, jnp.sum(nl.nneigh, axis=1)
+    (r2, ctype, valid), overflow = neighbor.candidates(spec, coord, box, atype)
+    nneigh = jnp.stack([jnp.sum(valid & (ctype == t), axis=-1) for t in range(len(spec.sel))], axis=-1)
+    dmin = jnp.sqrt(jnp.min(jnp.where(valid, r2, jnp.inf), axis=(1, 2)))
+    return jnp.max(nneigh, axis=(0, 1)), dmin, overflow, jnp.sum(nneigh, axis=1)
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,

@@ -269,6 +269,21 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     return (r2, j, shift, atype[j], valid), overflow
 
 
+def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array):
+    """Every candidate pair of every frame, unsorted and unselected (for statistics: counts and distances
+    need no sort). coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
+
+    Returns ((r2, cand_type, valid), cell_overflow): r2 (nframes, natoms, ncand) squared distances Å²,
+    cand_type the candidates' types, valid True for a neighbour within rcut; cell_overflow () bool.
+    """
+    nf = coord.shape[0]
+    if box is None or not spec.pbc:
+        box = jnp.zeros((nf, 3, 3), coord.dtype)
+    fn = _build_cell if spec.method == "cell" else _build_brute
+    cands, ovf = jax.vmap(lambda c, b, t: fn(spec, c, b, t))(coord, box, atype)
+    return (cands[0], cands[3], cands[4]), jnp.any(ovf)
+
+
 def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
           kernels: str | None = None, order: str = "nearest") -> NeighborList:
     """Build the neighbour list of each frame.
