@@ -59,8 +59,7 @@ def _frame_stats(spec, coord, box, atype):
     Straight from the candidate pairs within rcut: counts and a minimum, no neighbour-list sort."""
     from jaxmd_dp.geometry import neighbor
 
-    (r2, ctype, valid), overflow = neighbor.candidates(spec, coord, box, atype)
-    nneigh = jnp.stack([jnp.sum(valid & (ctype == t), axis=-1) for t in range(len(spec.sel))], axis=-1)
+    r2, valid, nneigh, overflow = neighbor.candidates(spec, coord, box, atype)
     dmin = jnp.sqrt(jnp.min(jnp.where(valid, r2, jnp.inf), axis=(1, 2)))
     return jnp.max(nneigh, axis=(0, 1)), dmin, overflow, jnp.sum(nneigh, axis=1)
 

@@ -269,19 +269,25 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     return (r2, j, shift, atype[j], valid), overflow
 
 
-def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array):
-    """Every candidate pair of every frame, unsorted and unselected (for statistics: counts and distances
-    need no sort). coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
-
-    Returns ((r2, cand_type, valid), cell_overflow): r2 (nframes, natoms, ncand) squared distances Å²,
-    cand_type the candidates' types, valid True for a neighbour within rcut; cell_overflow () bool.
-    """
-    nf = coord.shape[0]
+def _candidates(spec: NeighborSpec, coord, box, atype):
+    """Every frame's candidate pairs (r2, idx, shift, type, valid) and its cell overflow, vmapped."""
     if box is None or not spec.pbc:
-        box = jnp.zeros((nf, 3, 3), coord.dtype)
+        box = jnp.zeros((coord.shape[0], 3, 3), coord.dtype)
     fn = _build_cell if spec.method == "cell" else _build_brute
-    cands, ovf = jax.vmap(lambda c, b, t: fn(spec, c, b, t))(coord, box, atype)
-    return (cands[0], cands[3], cands[4]), jnp.any(ovf)
+    return jax.vmap(lambda c, b, t: fn(spec, c, b, t))(coord, box, atype)
+
+
+def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array):
+    """Candidate pairs of every frame, unsorted and unselected (statistics need no sort).
+    coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
+
+    Returns (r2, valid, nneigh, cell_overflow): r2 (nframes, natoms, ncand) squared distances Å², valid
+    True for a neighbour within rcut, nneigh (nframes, natoms, ntypes) neighbours of each type within
+    rcut (as :func:`build`), cell_overflow () bool.
+    """
+    cands, ovf = _candidates(spec, coord, box, atype)
+    nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
+    return cands[0], cands[4], nneigh, jnp.any(ovf)
 
 
 def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
@@ -312,12 +318,8 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(jnp.asarray(atype), (nf, natoms))
-    if box is None or not spec.pbc:
-        box = jnp.zeros((nf, 3, 3), coord.dtype)
-    fn = _build_cell if spec.method == "cell" else _build_brute
-    cands, ovf = jax.vmap(lambda c, b, t: fn(spec, c, b, t))(
-        jax.lax.stop_gradient(coord), jax.lax.stop_gradient(jnp.asarray(box)), atype
-    )
+    cands, ovf = _candidates(spec, jax.lax.stop_gradient(coord),
+                             None if box is None else jax.lax.stop_gradient(jnp.asarray(box)), atype)
     nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
     nearest = jax.vmap(lambda c: _select_nearest(spec, *c))
     if order == "nearest":

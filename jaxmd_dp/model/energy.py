@@ -155,7 +155,7 @@ def atomic_energy(
     kernels: environment-matrix implementation, "pallas" | "jnp" | "auto" (see ``geometry.env_mat``).
     pack: (static) run the embedding nets on real pairs only, in blocks of this many rows per frame for
     each neighbour type (:mod:`jaxmd_dp.model.pair_pack`); every frame must have at most that many real
-    pairs in each type's section (see ``pair_pack.overflow``). Same energies as without.
+    pairs in each type's section (``pair_pack.pair_counts``). Same energies as without.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))

@@ -8,8 +8,8 @@ normalised empty row −davg/dstd of its centre type and slot, whose embedding i
 (centre type, slot) — ntypes × sel_t evaluations instead of natoms × sel_t — and broadcast. So the
 descriptor is the same as the dense one (to rounding), with any ``size`` ≥ the real pairs of each frame.
 
-``size`` is static; :func:`overflow` tells when a frame has more real pairs than that (callers then
-take the dense path).
+``size`` is static and must be ≥ the real pairs of every frame (:func:`pair_counts`); the trainer takes
+it from a neighbour count over every frame (:func:`pack_sizes`).
 """
 
 from __future__ import annotations
@@ -54,11 +54,6 @@ def pair_counts(mask: jax.Array, sel: tuple[int, ...]) -> jax.Array:
     """Real pairs per frame in each neighbour type's section: (nframes, ntypes) from mask (nf, natoms, nnei)."""
     sec = np.concatenate([[0], np.cumsum(sel)])
     return jnp.stack([jnp.sum(mask[:, :, sec[t]:sec[t + 1]], axis=(1, 2)) for t in range(len(sel))], axis=-1)
-
-
-def overflow(mask: jax.Array, sel: tuple[int, ...], sizes: tuple[int, ...]) -> jax.Array:
-    """() bool: does any frame have more real pairs in a section than its packed size?"""
-    return jnp.any(pair_counts(mask, sel) > jnp.asarray(sizes))
 
 
 def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
