@@ -1,8 +1,9 @@
 """The notebook / Python API.
 
     from jaxmd_dp import Trainer, load_config
-    from jaxmd_dp.api import Model, live_plot_callback
+    from jaxmd_dp.api import Model, live_plot_callback, use_compile_cache
 
+    use_compile_cache()                               # optional: reuse compiled steps across sessions
     config = load_config("configs/water.yaml", ["training.numb_steps=50"])
     plot = live_plot_callback()                       # a learning curve redrawn at every lcurve line
     trainer = Trainer(config, "runs/water", log=plot)
@@ -25,13 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.cli_util import use_compile_cache
 from jaxmd_dp.config import load_config
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.md import shared_evaluator
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats
 from jaxmd_dp.train.loop import Trainer
 
-__all__ = ["Trainer", "load_config", "Model", "LivePlot", "live_plot_callback"]
+__all__ = ["Trainer", "load_config", "Model", "LivePlot", "live_plot_callback", "use_compile_cache"]
 
 
 class Model:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Callable
@@ -25,3 +26,37 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+COMPILE_CACHE_DEFAULT = "~/.cache/jaxmd_dp/xla"
+COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # least recently used entries are evicted beyond this (with filelock)
+
+
+def compile_cache_dir(arg: str | None) -> str | None:
+    """The persistent compilation cache directory a command should use: ``arg`` (``--compile-cache``),
+    else ``$JAXMD_DP_COMPILE_CACHE``, else ``~/.cache/jaxmd_dp/xla``; "off" (or "none", "") for none."""
+    value = arg if arg is not None else os.environ.get("JAXMD_DP_COMPILE_CACHE", COMPILE_CACHE_DEFAULT)
+    if value.strip().lower() in ("", "off", "none"):
+        return None
+    return os.path.expanduser(value)
+
+
+def use_compile_cache(path: str | None = COMPILE_CACHE_DEFAULT) -> None:
+    """Turn on jax's persistent compilation cache in ``path`` (None: do nothing): a later run with the
+    same model, batch shapes and versions loads its compiled steps from disk instead of compiling them
+    again (jax keys each entry on the program, the compile options and the jax/XLA versions, so a stale
+    entry is never used).
+    A cache that jax was already given (``$JAX_COMPILATION_CACHE_DIR``) is left as it is."""
+    import jax
+
+    if path is None or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    path = os.path.expanduser(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--compile-cache {path}: cannot create the directory ({e.strerror}); "
+                         "give another one or 'off'") from None
+    jax.config.update("jax_compilation_cache_dir", path)
+    if importlib.util.find_spec("filelock") is not None:  # jax evicts beyond a size only with filelock
+        jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)

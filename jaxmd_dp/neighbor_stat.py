@@ -43,6 +43,7 @@ class NeighborStats:
     nsystems: int
     min_dist_per_system: np.ndarray | None = None
     max_pairs_per_system: np.ndarray | None = None
+    max_nbor_per_system: np.ndarray | None = None
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -53,15 +54,16 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 
 @partial(jax.jit, static_argnums=0)
 def _frame_stats(spec, coord, box, atype):
-    """(max neighbours per type, (nframes,) min distance to the nearest neighbour, cell overflow,
-    (nframes, ntypes) neighbour pairs of each type per frame) of these frames; atype (nframes, natoms).
+    """((nframes, ntypes) most neighbours of each type of an atom, (nframes,) min distance to the nearest
+    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type) of these frames; atype
+    (nframes, natoms).
 
     Straight from the candidate pairs within rcut: counts and a minimum, no neighbour-list sort."""
     from jaxmd_dp.geometry import neighbor
 
-    r2, valid, nneigh, overflow = neighbor.candidates(spec, coord, box, atype)
-    dmin = jnp.sqrt(jnp.min(jnp.where(valid, r2, jnp.inf), axis=(1, 2)))
-    return jnp.max(nneigh, axis=(0, 1)), dmin, overflow, jnp.sum(nneigh, axis=1)
+    c = neighbor.candidates(spec, coord, box, atype)
+    dmin = jnp.sqrt(jnp.min(jnp.where(c.valid, c.r2, jnp.inf), axis=(1, 2, 3)))
+    return jnp.max(c.nneigh, axis=1), dmin, c.cell_overflow, jnp.sum(c.nneigh, axis=1)
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
@@ -72,13 +74,15 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     Systems with the same atom count and periodicity share one neighbour spec (fixed from all their
     frames) and one compiled function, fed in equal chunks of frames: start-up on data sets of hundreds
     of small systems compiles a handful of times, not once per system. ``method``: neighbour-list
-    method (see ``neighbor.allocate``). ``min_dist_per_system`` holds each system's shortest distance."""
+    method (see ``neighbor.allocate``). Per system: ``min_dist_per_system`` (nsystems,) its shortest
+    distance; ``max_nbor_per_system`` and ``max_pairs_per_system`` (nsystems, ntypes) the most neighbours
+    of each type of one atom, and of all atoms of one frame."""
     from jaxmd_dp.geometry import neighbor
 
     if rcut <= 0:
         raise InputError(f"--rcut {rcut}: must be positive")
     nt = 1 if one_type else ntypes
-    nmax = np.zeros(nt, int)
+    nmax_sys = np.zeros((len(systems), nt), int)
     dmin_sys = np.full(len(systems), math.inf)
     pairs_sys = np.zeros((len(systems), nt), int)
     groups: dict = {}
@@ -107,12 +111,13 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
             if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
                 brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
                 m, d, _, pairs = _frame_stats(brute, c, bx, t)
-            nmax = np.maximum(nmax, np.asarray(m))
+            np.maximum.at(nmax_sys, owner[a:b], np.asarray(m)[: b - a])
             np.minimum.at(dmin_sys, owner[a:b], np.asarray(d)[: b - a])
             np.maximum.at(pairs_sys, owner[a:b], np.asarray(pairs)[: b - a])
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
-    return NeighborStats(float(rcut), names, nmax, float(dmin_sys.min(initial=math.inf)),
-                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys)
+    return NeighborStats(float(rcut), names, nmax_sys.max(axis=0, initial=0), float(dmin_sys.min(initial=math.inf)),
+                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys,
+                         nmax_sys)
 
 
 def _type_map_of(paths: list[str]) -> list[str] | None:

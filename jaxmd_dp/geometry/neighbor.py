@@ -159,8 +159,11 @@ def _offsets(reach) -> np.ndarray:
 
 
 def _counts(spec: NeighborSpec, cand_type, valid):
-    """Neighbours of each type within rcut: (natoms, ntypes) int32."""
-    return jnp.stack([(valid & (cand_type == t)).sum(axis=-1) for t in range(len(spec.sel))], axis=-1).astype(jnp.int32)
+    """Neighbours of each type within rcut: (natoms, ntypes) int32, from candidate blocks (natoms, noff, m).
+
+    Summed as float32 ones (exact below 2**24): XLA CPU vectorises float reductions, not integer ones."""
+    return jnp.stack([jnp.where(valid & (cand_type == t), 1.0, 0.0).astype(jnp.float32).sum(axis=(-2, -1))
+                      for t in range(len(spec.sel))], axis=-1).astype(jnp.int32)
 
 
 def _select_nearest(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, valid):
@@ -204,32 +207,42 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, valid):
     return jnp.concatenate(idx_out, axis=-1), jnp.concatenate(shift_out, axis=-2)
 
 
+# The builders return candidate blocks (natoms, noff, m): for each centre atom, each searched image or cell
+# offset and m candidate atoms (every atom for "brute", a cell's capacity for "cell"). Everything is
+# built by broadcasting one Cartesian component at a time from small per-atom/per-offset rows, and the
+# masks are applied in this 3-d shape: XLA CPU then runs the distance loops vectorised. Flattening the
+# candidates first (or working on (..., 3) arrays, or gathering per candidate pair) made them ~10x slower.
+# Consumers that need one candidate axis (the selections) flatten with a free reshape.
+
+
 def _build_brute(spec: NeighborSpec, coord, box, atype):
     natoms = coord.shape[0]
     if spec.pbc:
         frac = coord @ jnp.linalg.inv(box)
         wrap = jnp.floor(frac)  # coord = (frac_wrapped + wrap) @ box
         cw = (frac - wrap) @ box
-        offs = jnp.asarray(_offsets(spec.reach), dtype=coord.dtype)  # (noff, 3)
+        offs_np = _offsets(spec.reach)
+        offs = jnp.asarray(offs_np, dtype=coord.dtype)  # (noff, 3)
+        vec = offs @ box  # (noff, 3) Cartesian image vectors
     else:
         wrap = jnp.zeros_like(coord)
         cw = coord
-        offs = jnp.zeros((1, 3), dtype=coord.dtype)
-    noff = offs.shape[0]
-    # candidate (j, offset) pairs, flattened: (noff * natoms,)
-    img = cw[None, :, :] + (offs @ box if spec.pbc else offs)[:, None, :]  # (noff, natoms, 3)
-    img = img.reshape(-1, 3)
-    cand_j = jnp.tile(jnp.arange(natoms), noff)
-    cand_off = jnp.repeat(offs, natoms, axis=0)
-    d = img[None, :, :] - cw[:, None, :]
-    r2 = jnp.sum(d * d, axis=-1)
-    is_self = (cand_j[None, :] == jnp.arange(natoms)[:, None]) & jnp.all(cand_off == 0, axis=-1)[None, :]
-    valid = (r2 < spec.rcut**2) & ~is_self & (atype[cand_j] >= 0)[None, :] & (atype >= 0)[:, None]
+        offs_np = np.zeros((1, 3), np.int64)
+        offs = vec = jnp.zeros((1, 3), dtype=coord.dtype)
+    noff = offs_np.shape[0]
+    d = [(vec[:, k][None, :, None] + cw[:, k][None, None, :]) - cw[:, k][:, None, None]
+         for k in range(3)]  # pair vector components, (natoms, noff, natoms) each
+    r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    shape = (natoms, noff, natoms)
+    cand_j = jnp.broadcast_to(jnp.arange(natoms, dtype=jnp.int32), shape)
+    home = np.all(offs_np == 0, axis=-1)  # (noff,) static
+    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
+    cand_type = jnp.broadcast_to(atype[None, None, :], shape)
+    valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
     # image shift relative to the unwrapped coordinates
-    shift = cand_off[None, :, :] + wrap[:, None, :] - wrap[cand_j][None, :, :]
-    cand_idx = jnp.broadcast_to(cand_j[None, :], r2.shape)
-    cand_type = jnp.broadcast_to(atype[cand_j][None, :], r2.shape)
-    return (r2, cand_idx, shift, cand_type, valid), jnp.asarray(False)
+    shift = jnp.stack([offs[:, k][None, :, None] + wrap[:, k][:, None, None] - wrap[:, k][None, None, :]
+                       for k in range(3)], axis=-1)
+    return (r2, cand_j, shift, cand_type, valid), jnp.asarray(False), tuple(d)
 
 
 def _build_cell(spec: NeighborSpec, coord, box, atype):
@@ -250,44 +263,70 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     overflow = jnp.any(counts[:ncells] > spec.capacity)
     table = jnp.full((ncells + 1, spec.capacity), -1, jnp.int32)
     table = table.at[cid[order], slot].set(order.astype(jnp.int32), mode="drop")[:ncells]
+    # per-cell tables (one per Cartesian component): a candidate block is then one table row per
+    # (atom, offset), a contiguous copy, not a gather per candidate pair
+    exists_tab = table >= 0
+    t0 = jnp.maximum(table, 0)
+    cw_tab = [cw[:, k][t0] for k in range(3)]  # (ncells, cap) each
+    wrap_tab = [wrap[:, k][t0] for k in range(3)]
+    type_tab = jnp.where(exists_tab, atype[t0], -1)
     offs = jnp.asarray(_offsets(spec.reach), dtype=jnp.int32)  # (noff, 3)
     tgt = c3[:, None, :] + offs[None, :, :]  # (natoms, noff, 3) unwrapped target cells
     img = jnp.floor_divide(tgt, ncell)  # periodic image of the target cell
     tw = tgt - img * ncell
-    tid = (tw[..., 0] * spec.ncell[1] + tw[..., 1]) * spec.ncell[2] + tw[..., 2]
-    cand_j = table[tid]  # (natoms, noff, cap)
-    cand_img = jnp.broadcast_to(img[:, :, None, :], cand_j.shape + (3,)).astype(coord.dtype)
-    cand_j = cand_j.reshape(natoms, -1)
-    cand_img = cand_img.reshape(natoms, -1, 3)
-    exists = cand_j >= 0
-    j = jnp.where(exists, cand_j, 0)
-    d = cw[j] + cand_img @ box - cw[:, None, :]
-    r2 = jnp.sum(d * d, axis=-1)
-    is_self = (j == jnp.arange(natoms)[:, None]) & jnp.all(cand_img == 0, axis=-1)
-    valid = exists & (r2 < spec.rcut**2) & ~is_self & (atype >= 0)[:, None]
-    shift = cand_img + wrap[:, None, :] - wrap[j]
-    return (r2, j, shift, atype[j], valid), overflow
+    tid = (tw[..., 0] * spec.ncell[1] + tw[..., 1]) * spec.ncell[2] + tw[..., 2]  # (natoms, noff)
+    img = img.astype(coord.dtype)
+    vec = img @ box  # (natoms, noff, 3) Cartesian image vectors
+    j = t0[tid]  # (natoms, noff, cap)
+    d = [cw_tab[k][tid] + (vec[:, :, k] - cw[:, None, k])[:, :, None] for k in range(3)]  # (natoms, noff, cap)
+    r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    home = jnp.all(img == 0, axis=-1)[:, :, None]  # (natoms, noff, 1)
+    is_self = (j == jnp.arange(natoms)[:, None, None]) & home
+    valid = exists_tab[tid] & (r2 < spec.rcut**2) & ~is_self & (atype >= 0)[:, None, None]
+    shift = jnp.stack([img[:, :, k][:, :, None] + wrap[:, None, k, None] - wrap_tab[k][tid] for k in range(3)],
+                      axis=-1)
+    return (r2, j, shift, type_tab[tid], valid), overflow, tuple(d)
+
+
+def _flat(cands):
+    """Candidate blocks (natoms, noff, m[, 3]) -> one candidate axis (natoms, noff * m[, 3])."""
+    return tuple(x.reshape(x.shape[0], -1, *x.shape[3:]) for x in cands)
 
 
 def _candidates(spec: NeighborSpec, coord, box, atype):
-    """Every frame's candidate pairs (r2, idx, shift, type, valid) and its cell overflow, vmapped."""
+    """Every frame's candidate blocks (r2, idx, shift, type, valid), each (nframes, natoms, noff, m[, 3]),
+    its cell overflow (nframes,), and the pair vector components (3 blocks (nframes, natoms, noff, m)), vmapped."""
     if box is None or not spec.pbc:
         box = jnp.zeros((coord.shape[0], 3, 3), coord.dtype)
     fn = _build_cell if spec.method == "cell" else _build_brute
     return jax.vmap(lambda c, b, t: fn(spec, c, b, t))(coord, box, atype)
 
 
-def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array):
-    """Candidate pairs of every frame, unsorted and unselected (statistics need no sort).
-    coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
+class Candidates(NamedTuple):
+    """Candidate pairs of every frame, unsorted and unselected (:func:`candidates`).
 
-    Returns (r2, valid, nneigh, cell_overflow): r2 (nframes, natoms, ncand) squared distances Å², valid
-    True for a neighbour within rcut, nneigh (nframes, natoms, ntypes) neighbours of each type within
-    rcut (as :func:`build`), cell_overflow () bool.
+    Each centre atom is paired with m candidate atoms in each of noff searched images/cells:
+    d: 3 arrays (nframes, natoms, noff, m), the pair vector components x, y, z (Å) from centre to candidate;
+    r2: (nframes, natoms, noff, m) squared distances Å²;
+    valid: (nframes, natoms, noff, m) bool, True for a neighbour within rcut (self and padding excluded);
+    nneigh: (nframes, natoms, ntypes) int32, neighbours of each type within rcut (as :func:`build`);
+    cell_overflow: () bool, a cell held more atoms than the spec's capacity (re-``allocate``).
     """
-    cands, ovf = _candidates(spec, coord, box, atype)
+
+    d: tuple
+    r2: jax.Array
+    valid: jax.Array
+    nneigh: jax.Array
+    cell_overflow: jax.Array
+
+
+def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array) -> Candidates:
+    """Candidate pairs of every frame, unsorted and unselected: what statistics need, without the
+    selection into ``sel`` slots. coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype
+    (nframes, natoms). Returns a :class:`Candidates`."""
+    cands, ovf, d = _candidates(spec, coord, box, atype)
     nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
-    return cands[0], cands[4], nneigh, jnp.any(ovf)
+    return Candidates(d, cands[0], cands[4], nneigh, jnp.any(ovf))
 
 
 def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
@@ -318,15 +357,15 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(jnp.asarray(atype), (nf, natoms))
-    cands, ovf = _candidates(spec, jax.lax.stop_gradient(coord),
+    cands, ovf, _ = _candidates(spec, jax.lax.stop_gradient(coord),
                              None if box is None else jax.lax.stop_gradient(jnp.asarray(box)), atype)
     nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
-    nearest = jax.vmap(lambda c: _select_nearest(spec, *c))
+    nearest = jax.vmap(lambda c: _select_nearest(spec, *_flat(c)))
     if order == "nearest":
         idx, shift = nearest(cands)
     else:
         full = jnp.any(nneigh > jnp.asarray(spec.sel, jnp.int32))
-        idx, shift = jax.lax.cond(full, nearest, jax.vmap(lambda c: _select_any(spec, *c)), cands)
+        idx, shift = jax.lax.cond(full, nearest, jax.vmap(lambda c: _select_any(spec, *_flat(c))), cands)
     return NeighborList(idx, shift, nneigh, jnp.any(ovf))
 
 

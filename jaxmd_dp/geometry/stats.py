@@ -46,8 +46,8 @@ import numpy as np
 
 from jaxmd_dp.data.sampler import DataSampler, make_batch, resolve_batch_sizes
 from jaxmd_dp.data.system import System
-from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors
-from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build
+from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors, smooth_weight
+from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
@@ -109,6 +109,28 @@ def _batch_box(batch: dict) -> np.ndarray | None:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool, coord, box, atype):
+    """:func:`_chunk_sums` straight from the candidate pairs within rcut, without selecting them into
+    ``sel`` slots (several times cheaper). Equal to it whenever no atom has more neighbours of a type
+    than ``sel``; returns (sums (nf, ntypes, 5), whether some type overflowed its sel in this chunk).
+
+    With s = w/r and a = w·d/r² per pair: S_a = Σ w (x + y + z)/r² and Q_a = Σ w² (x² + y² + z²)/r⁴ =
+    Σ s² = Q_r."""
+    c = candidates(spec, coord, box if has_box else None, atype)
+    r2 = jnp.where(c.valid, c.r2, 1.0)
+    r = jnp.sqrt(r2)
+    w = smooth_weight(r, rcut_smth, spec.rcut)
+    s = jnp.where(c.valid, w / r, 0.0)
+    a = jnp.where(c.valid, w / r2 * (c.d[0] + c.d[1] + c.d[2]), 0.0)
+    q = jnp.sum(s * s, axis=(-2, -1))
+    per_atom = jnp.stack([jnp.ones(s.shape[:2], s.dtype), jnp.sum(s, axis=(-2, -1)), q,
+                          jnp.sum(a, axis=(-2, -1)), q], axis=-1)  # (nf, natoms, 5)
+    onehot = (atype[..., None] == jnp.arange(ntypes)).astype(s.dtype)  # padding (−1) matches no type
+    over = jnp.any(c.nneigh > jnp.asarray(spec.sel, jnp.int32))
+    return jnp.einsum("fat,fak->ftk", onehot, per_atom), over
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
 def _chunk_sums(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool, coord, box, atype):
     """Per-frame, per-type raw sums of one chunk of frames: (nf, ntypes, 5) =
     [centres, S_r, Q_r, S_a, Q_a]; atype (nf, natoms)."""
@@ -140,7 +162,7 @@ def env_mat_sums(
     frames: Iterable[dict],
     hyper,
     per_frame: bool = False,
-    max_pairs: int = 2_000_000,
+    max_pairs: int = 4_000_000,
     method: str = "auto",
 ) -> np.ndarray:
     """DeePMD-kit's raw environment-matrix sums per centre type (see the module doc).
@@ -197,7 +219,9 @@ def env_mat_sums(
             pad = n - (stop - start)
             if pad:  # repeat the last frame, then drop its sums: same shapes, no recompilation
                 c, b, t = (np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) for x in (c, b, t))
-            part = _chunk_sums(spec, float(hyper.rcut_smth), ntypes, periodic, c, b, t)
+            part, over = _chunk_sums_candidates(spec, float(hyper.rcut_smth), ntypes, periodic, c, b, t)
+            if bool(over):  # some atom has more neighbours of a type than sel: the nearest sel count
+                part = _chunk_sums(spec, float(hyper.rcut_smth), ntypes, periodic, c, b, t)
             sums[where[start:stop]] = np.asarray(part, np.float64)[: stop - start]
     sums[..., 0] *= nnei
     return sums if per_frame else sums.sum(axis=0)

@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.cli_util import COMPILE_CACHE_DEFAULT, compile_cache_dir, run_cli, use_compile_cache
 from jaxmd_dp.config import Config, load_config
 from jaxmd_dp.errors import InputError
 
@@ -55,6 +55,10 @@ def main(argv=None) -> int:
                    help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option")
     p.add_argument("--profile", default=None, metavar="DIR",
                    help="write a jax.profiler trace of a few steps after warm-up into DIR (TensorBoard/Perfetto)")
+    p.add_argument("--compile-cache", default=None, metavar="DIR",
+                   help="persistent compilation cache: later runs of the same model and data shapes load the "
+                        "compiled steps instead of compiling them (default: $JAXMD_DP_COMPILE_CACHE, else "
+                        f"{COMPILE_CACHE_DEFAULT}; 'off' for none)")
     p.add_argument("-l", "--log-path", default=None, metavar="FILE", help="also write the log to FILE")
     p.add_argument("--log-level", default="INFO",
                    help="console log level: DEBUG, INFO, WARNING, ERROR (or DeePMD-kit's 3, 2, 1, 0)")
@@ -77,6 +81,7 @@ def main(argv=None) -> int:
     from jaxmd_dp.train.log import Logger, parse_level
 
     parse_level(args.log_level)
+    use_compile_cache(compile_cache_dir(args.compile_cache))
     init_model = args.init_model
     if args.init_frz_model is not None:
         if init_model is not None or args.restart is not None:

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxmd_dp import __version__
 from jaxmd_dp.config import Config
-from jaxmd_dp.data.sampler import DataSampler, find_systems, make_batch
+from jaxmd_dp.data.sampler import DataSampler, find_systems
 from jaxmd_dp.data.system import System, load_system
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
@@ -37,9 +37,11 @@ from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer,
-                                 make_train_step)
-from jaxmd_dp.train.summary import format_summary, param_counts, step_cost
+from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer
+from jaxmd_dp.train.summary import format_cost, format_summary, param_counts, step_cost
+
+if TYPE_CHECKING:
+    from jaxmd_dp.neighbor_stat import NeighborStats
 
 
 def system_paths(systems) -> list[str]:
@@ -53,23 +55,28 @@ def load_systems(systems, type_map: list[str]) -> list[System]:
     return [load_system(p, type_map) for p in system_paths(systems)]
 
 
-def resolve_sel(sel, systems: list[System], hyper_rcut: float, ntypes: int, log=print) -> tuple[int, ...]:
-    """``sel`` as given, or for "auto"/"auto:f" the largest neighbour count per type in the data × f
-    (default 1.1), rounded up to a multiple of 4 — DeePMD-kit's neighbour statistics."""
+def resolve_sel(sel, max_nbor, hyper_rcut: float, log=print) -> tuple[int, ...]:
+    """``sel`` as given, or for "auto"/"auto:f" the largest neighbour count per type in the data
+    (``max_nbor``, (ntypes,) from the neighbour scan) × f (default 1.1), rounded up to a multiple of 4 —
+    DeePMD-kit's neighbour statistics."""
     if not isinstance(sel, str):
         return tuple(int(s) for s in sel)
     factor = float(sel.split(":")[1]) if ":" in sel else 1.1
-    nmax = neighbor_stat(systems, hyper_rcut, ntypes)
+    nmax = np.asarray(max_nbor)
     out = tuple(int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in nmax)
     log(f"sel {sel!r}: max neighbours per type {nmax.tolist()} within rcut {hyper_rcut} Å → sel {list(out)}")
     return out
 
 
-def neighbor_stat(systems: list[System], rcut: float, ntypes: int) -> np.ndarray:
-    """Max neighbours per type within ``rcut`` over every frame of ``systems``: (ntypes,) int."""
-    from jaxmd_dp.neighbor_stat import neighbor_stat as stat
+def scan_neighbors(systems: list[System], rcut: float, ntypes: int, log=print) -> NeighborStats:
+    """One pass over every frame of ``systems`` (training and validation): neighbours within ``rcut``
+    per system (for ``sel: auto``), closest pairs (data check) and pairs per frame (pair packing)."""
+    from jaxmd_dp.neighbor_stat import neighbor_stat
 
-    return stat(systems, rcut, ntypes).max_nbor_size
+    t = time.perf_counter()
+    scan = neighbor_stat(systems, rcut, ntypes)
+    log(f"neighbour scan of {scan.nframes} frames in {time.perf_counter() - t:.1f} s")
+    return scan
 
 
 class TrainingDiverged(InputError):
@@ -173,11 +180,14 @@ class Trainer:
                 diff = _differences(ModelHyper.from_deepmd(model), self.hyper)
                 raise InputError(f"--restart {restart}: the checkpoint's model differs from the config's ({diff}); "
                                  "use --init-model to start a new training from it")
-        else:
-            model["descriptor"]["sel"] = list(resolve_sel(config.model.descriptor.sel, self.train_systems,
-                                                          config.model.descriptor.rcut, len(type_map), self.log))
+        # one scan of every frame: sel "auto", the closest-pair data check, pair-packing block sizes
+        rcut = config.model.descriptor.rcut
+        self.scan = scan_neighbors(self.train_systems + self.valid_systems, rcut, len(type_map), self.log)
+        if ckpt_meta is None:
+            max_nbor = self.scan.max_nbor_per_system[: len(self.train_systems)].max(axis=0)
+            model["descriptor"]["sel"] = list(resolve_sel(config.model.descriptor.sel, max_nbor, rcut, self.log))
             self.hyper = ModelHyper.from_deepmd(model)
-        check_min_distance(self.train_systems + self.valid_systems)
+        check_min_distance(self.train_systems + self.valid_systems, self.scan.min_dist_per_system)
         self._check_sel_fits(config.model.descriptor.sel)
 
         # [data parallel] data samplers: each worker draws its own batches (seed offset by its worker index)
@@ -233,18 +243,20 @@ class Trainer:
         self.lcurve_path = self.out / tc.disp_file
 
     def model_summary(self) -> str:
-        """Parameters per net and XLA's FLOPs estimate of one training step (one worker, on a batch of the
-        first training system)."""
-        system, bs = self.train_data.systems[0], self.train_data.batch_sizes[0]
-        batch = make_batch(system, np.arange(min(bs, system.nframes)))
-        step = make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
+        """Parameters per net (XLA's FLOPs estimate of a training step follows its first call)."""
+        return format_summary(param_counts(self.state.params))
+
+    def _log_step_cost(self, batch: dict) -> None:
+        """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch):
+        jax has the step's lowering cached by then, so this costs about a second, no compilation."""
         try:
-            cost = step_cost(step, self.state, self.stats, device_batch(batch), self.layout_for(batch))
+            cost = step_cost(self.train_step, self.state, self.stats, device_batch(batch), self.layout_for(batch))
         except Exception as e:  # the summary must never stop a training  # noqa: BLE001
             self.log(f"(no FLOP estimate: {type(e).__name__}: {e})")
             cost = {}
         self.step_cost = cost
-        return format_summary(param_counts(self.state.params), cost, system.natoms, len(batch["coord"]))
+        if "flops" in cost:
+            self.log(format_cost(cost, int(batch["natoms"]), int(np.shape(batch["coord"])[-3])))
 
     # ------------------------------------------------------------------ set-up helpers
     def _init_seed(self) -> int:
@@ -263,11 +275,7 @@ class Trainer:
         groups: dict = {}
         for k, s in enumerate(systems_all):
             groups.setdefault((s.natoms, s.pbc), []).append(k)
-        pairs = None
-        if self.config.training.pair_packing:
-            from jaxmd_dp.neighbor_stat import neighbor_stat as stat
-
-            pairs = stat(systems_all, self.hyper.rcut, self.hyper.ntypes).max_pairs_per_system
+        pairs = self.scan.max_pairs_per_system if self.config.training.pair_packing else None
         layouts = {}
         for key, members in groups.items():
             systems = [systems_all[k] for k in members]
@@ -398,6 +406,8 @@ class Trainer:
                     jax.block_until_ready(self.state.step)
                     self.first_step_s = time.perf_counter() - t_window
                     self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
+                    if writer or self.workers.log_mode != "master":
+                        self._log_step_cost(batch)
                 if bar is not None:
                     bar.update(step)  # a python int: no device sync
                 display = step % tc.disp_freq == 0 or step == 1 or step == total
@@ -582,12 +592,13 @@ def _differences(a: ModelHyper, b: ModelHyper) -> str:
     return ", ".join(f"{k}: config {da[k]} vs checkpoint {db[k]}" for k in da if da[k] != db[k])
 
 
-def check_min_distance(systems: list[System], rmin: float = 0.1) -> None:
-    """Stop with the system and frame when two atoms are closer than ``rmin`` Å (broken data)."""
-    for s in systems:
-        d = neighbor.closest_pair_distance(s.coord, s.box)
-        if np.any(d < rmin):
-            raise InputError(f"{s.path}: frame {int(np.argmax(d < rmin))} has two atoms closer than {rmin} Å")
+def check_min_distance(systems: list[System], min_dist: np.ndarray, rmin: float = 0.1) -> None:
+    """Stop with the system and frame when two atoms are closer than ``rmin`` Å (broken data);
+    ``min_dist`` (nsystems,): each system's closest pair from the neighbour scan."""
+    for s, d in zip(systems, min_dist):
+        if d < rmin:
+            frame = int(np.argmax(neighbor.closest_pair_distance(s.coord, s.box) < rmin))
+            raise InputError(f"{s.path}: frame {frame} has two atoms closer than {rmin} Å")
 
 
 def _steady_rate(windows) -> float | None:

@@ -2,7 +2,8 @@
 
 FLOPs come from XLA's cost analysis of the lowered training step (``jax.stages.Lowered.cost_analysis``,
 before optimisation: matmuls, element-wise work and transcendental functions of one step for one
-batch layout), so they cost no compilation.
+batch layout). The trainer asks for them after the first step, when jax has the step's lowering
+cached, so they cost about a second and no compilation.
 """
 
 from __future__ import annotations
@@ -30,16 +31,18 @@ def step_cost(train_step, *args) -> dict[str, float]:
     return {k: float(ca[k]) for k in ("flops", "bytes accessed", "transcendentals") if ca and k in ca}
 
 
-def format_summary(counts: dict[str, int], cost: dict[str, float], natoms: int, batch_size: int) -> str:
-    """The summary block as text lines."""
+def format_summary(counts: dict[str, int]) -> str:
+    """The parameter block as text lines."""
     width = max([len(k) for k in counts] + [5])
     lines = ["model summary:", f"  {'net':<{width}}  {'parameters':>12}"]
     lines += [f"  {k:<{width}}  {v:>12,d}" for k, v in counts.items()]
     lines.append(f"  {'total':<{width}}  {sum(counts.values()):>12,d}")
-    if "flops" in cost:
-        flops = cost["flops"]
-        lines.append(f"  training step ({batch_size} frame(s) x {natoms} atoms): {flops / 1e9:.3g} GFLOP"
-                     + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
-                     + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)")
     return "\n".join(lines)
 
+
+def format_cost(cost: dict[str, float], natoms: int, batch_size: int) -> str:
+    """One line: FLOPs (and bytes) of one training step, from :func:`step_cost`."""
+    flops = cost["flops"]
+    return (f"  training step ({batch_size} frame(s) x {natoms} atoms): {flops / 1e9:.3g} GFLOP"
+            + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
+            + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)")

@@ -192,6 +192,23 @@ def test_env_mat_stats_synthetic_matches_numpy():
     np.testing.assert_array_equal(dstd_p, np.ones_like(dstd_p))
 
 
+def test_candidate_sums_equal_slot_sums_and_flag_overflow():
+    """The fast path (sums straight from the candidate pairs) equals the slot path when no type
+    overflows its sel, and reports an overflow (so env_mat_sums takes the slot path) when one does."""
+    from jaxmd_dp.geometry.neighbor import allocate
+    from jaxmd_dp.geometry.stats import _chunk_sums, _chunk_sums_candidates
+
+    b = synthetic_batches()[0]
+    tight = synthetic_hyper(synthetic_batches())
+    for sel, overflows in (((40, 80), False), (tight.sel, True)):
+        spec = allocate(b["coord"], b["box"], 4.0, sel)
+        args = (spec, 1.5, 2, True, b["coord"], b["box"], np.broadcast_to(b["atype"], b["coord"].shape[:2]))
+        fast, over = _chunk_sums_candidates(*args)
+        assert bool(over) == overflows
+        if not overflows:
+            np.testing.assert_allclose(np.asarray(fast), np.asarray(_chunk_sums(*args)), rtol=1e-12, atol=1e-14)
+
+
 def test_env_mat_stats_absent_type_defaults():
     """A centre type that never occurs: davg 0, dstd 0.1 (DeePMD-kit's StatItem defaults)."""
     b = synthetic_batches()[1]

@@ -1,6 +1,7 @@
-"""`train` options users bring from DeePMD-kit: -l/--log-path, --log-level, --init-frz-model, and the
-model summary (parameters per net, FLOPs per step) printed at start."""
+"""`train` options users bring from DeePMD-kit: -l/--log-path, --log-level, --init-frz-model, the
+model summary (parameters per net, FLOPs per step), and the persistent compilation cache."""
 
+import os
 import re
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxmd_dp import freeze
-from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.cli_util import compile_cache_dir, run_cli
 from jaxmd_dp.model.energy import param_shapes
 from jaxmd_dp.model_io import load_model
 from jaxmd_dp.train import __main__ as train_cli
@@ -21,8 +22,23 @@ def quiet_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("logrun")
     cfg = write_config(tmp / "in.json", tiny_cu_dict(numb_steps=2))
     out, logf = tmp / "run", tmp / "logs" / "train.log"
-    rc = run_cli(train_cli.main, [cfg, "-o", str(out), "-l", str(logf), "--log-level", "WARNING"])
+    rc = run_cli(train_cli.main, [cfg, "-o", str(out), "-l", str(logf), "--log-level", "WARNING",
+                                  "--compile-cache", str(tmp / "xla")])
     return rc, tmp, out, logf
+
+
+def test_compile_cache_written(quiet_run, monkeypatch):
+    """The run's compiled steps land in --compile-cache DIR (a later run loads them from there)."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        pytest.skip("JAX_COMPILATION_CACHE_DIR is set: jax's own cache setting wins")
+    _, tmp, _, _ = quiet_run
+    entries = [p.name for p in (tmp / "xla").iterdir()]
+    assert any(name.startswith("jit_train_step") for name in entries), entries
+    monkeypatch.delenv("JAXMD_DP_COMPILE_CACHE", raising=False)
+    assert compile_cache_dir(None) == os.path.expanduser("~/.cache/jaxmd_dp/xla")
+    assert compile_cache_dir("off") is None and compile_cache_dir(str(tmp)) == str(tmp)
+    monkeypatch.setenv("JAXMD_DP_COMPILE_CACHE", "none")
+    assert compile_cache_dir(None) is None
 
 
 def test_log_path_and_level(quiet_run, capsys):
