@@ -1,0 +1,66 @@
+"""Where a training step's time goes, from a ``train --profile DIR`` trace (XLA CPU op events).
+
+    .venv/bin/python -m jaxmd_dp.train CONFIG --profile runs/prof -o runs/prof_run training.numb_steps=10
+    .venv/bin/python bench/profile_summary.py runs/prof [--top 20]
+
+Prints the share of op time per kind (matmuls: YNNPACK/oneDNN/Eigen dot fusions; layout copies and
+transposes; gathers/scatters; reductions; other element-wise fusions) and the most expensive ops.
+Times are summed over the profiled steps' op events, divided by the number of steps (5 by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import re
+import sys
+
+SKIP = ("PjitFunction", "$", "ThunkExecutor", "ExecuteHelper", "TfrtCpuExecutable", "PjRt", "Common",
+        "SlinkyThreadPool", "AllocateOutputBuffers")
+KINDS = [("matmul", r"ynn|dot|gemm|onednn|convolution|custom-call"),
+         ("copy/transpose", r"^copy|transpose|bitcast_copy|copy_fusion"),
+         ("gather/scatter", r"gather|scatter|dynamic-slice|dynamic_slice|dynamic-update|dynamic_update"),
+         ("reduce", r"reduce"),
+         ("sort", r"sort|top_k|topk"),
+         ("element-wise fusion", r"fusion|tanh|exp|add|multiply|select|subtract|divide|maximum|minimum|compare")]
+
+
+def kind(name: str) -> str:
+    for k, pat in KINDS:
+        if re.search(pat, name):
+            return k
+    return "other"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("trace_dir")
+    p.add_argument("--steps", type=int, default=5, help="profiled steps (train --profile traces 5)")
+    p.add_argument("--top", type=int, default=15)
+    args = p.parse_args(argv)
+    files = sorted(glob.glob(f"{args.trace_dir}/**/*.trace.json.gz", recursive=True))
+    if not files:
+        print(f"error: no *.trace.json.gz under {args.trace_dir}", file=sys.stderr)
+        return 1
+    ops: collections.Counter = collections.Counter()
+    for e in json.load(gzip.open(files[-1]))["traceEvents"]:
+        if e.get("ph") == "X" and "dur" in e and not e["name"].startswith(SKIP):
+            ops[e["name"]] += e["dur"] / 1e3 / args.steps  # ms per step
+    total = sum(ops.values())
+    by_kind: collections.Counter = collections.Counter()
+    for name, ms in ops.items():
+        by_kind[kind(name)] += ms
+    print(f"{files[-1]}\nop time {total:.1f} ms per step (summed over threads)")
+    for k, ms in by_kind.most_common():
+        print(f"  {k:<20} {ms:8.1f} ms  {100 * ms / total:5.1f} %")
+    print("top ops:")
+    for name, ms in ops.most_common(args.top):
+        print(f"  {ms:8.2f} ms  {100 * ms / total:5.1f} %  {name[:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
