@@ -48,12 +48,12 @@ def main(argv=None) -> int:
     systems = trainer.train_systems + trainer.valid_systems
     t = time.perf_counter()
     neighbor_stat(systems, trainer.hyper.rcut, trainer.hyper.ntypes)
-    print(f"neighbour scan again (compiled): {time.perf_counter() - t:.1f} s for "
+    print(f"neighbour scan again (same shapes, compiled): {time.perf_counter() - t:.1f} s for "
           f"{sum(s.nframes for s in systems)} frames")
     frames = sample_stat_frames(trainer.train_data, config.model.data_stat_nbatch, 1)
     t = time.perf_counter()
     env_mat_stats(frames, trainer.hyper)
-    print(f"env-matrix statistics again (compiled): {time.perf_counter() - t:.1f} s for "
+    print(f"env-matrix statistics on other sampled frames (may recompile: cell capacity follows the frames): {time.perf_counter() - t:.1f} s for "
           f"{sum(len(f['coord']) for f in frames)} frames")
     return 0
 
