@@ -26,7 +26,8 @@ import numpy as np
 from jaxmd_dp.cli_util import run_cli
 from jaxmd_dp.errors import InputError
 
-CHUNK = 64  # frames per call of the compiled statistics function
+CHUNK = 64  # frames per call of the compiled statistics function (at most)
+MAX_PAIRS = 16_000_000  # centre × candidate pairs per call (memory bound for large systems)
 
 
 @dataclass
@@ -98,7 +99,8 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
         owner = np.concatenate([np.full(s.coord.shape[0], k) for k, s, _ in members])
         spec = neighbor.allocate(coord, box, rcut, (1,) * nt, method)
         n = coord.shape[0]
-        size = max(1, min(chunk, n))
+        ncand = int(np.prod([2 * r + 1 for r in spec.reach])) * spec.capacity  # candidates per centre atom
+        size = max(1, min(chunk, n, MAX_PAIRS // max(1, natoms * ncand)))
         for a in range(0, n, size):
             b = min(n, a + size)
             c, bx, t = coord[a:b], None if box is None else box[a:b], atype[a:b]
