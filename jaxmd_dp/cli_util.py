@@ -57,6 +57,10 @@ def use_compile_cache(path: str | None = COMPILE_CACHE_DEFAULT) -> None:
     except OSError as e:
         raise InputError(f"--compile-cache {path}: cannot create the directory ({e.strerror}); "
                          "give another one or 'off'") from None
-    jax.config.update("jax_compilation_cache_dir", path)
+    if jax.config.jax_compilation_cache_dir != path:
+        from jax.experimental.compilation_cache import compilation_cache
+
+        jax.config.update("jax_compilation_cache_dir", path)
+        compilation_cache.reset_cache()  # one opened on another directory closes; the next compile opens this
     if importlib.util.find_spec("filelock") is not None:  # jax evicts beyond a size only with filelock
         jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)

@@ -5,6 +5,7 @@ import os
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -28,12 +29,22 @@ def quiet_run(tmp_path_factory):
 
 
 def test_compile_cache_written(quiet_run, monkeypatch):
-    """The run's compiled steps land in --compile-cache DIR (a later run loads them from there)."""
+    """--compile-cache DIR points jax's persistent cache there: compiled programs land in DIR (a later
+    run loads them). (The run's own train step may already be in this test process's in-memory cache from
+    earlier tests, so a fresh program is compiled here to see the entry appear.)"""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         pytest.skip("JAX_COMPILATION_CACHE_DIR is set: jax's own cache setting wins")
     _, tmp, _, _ = quiet_run
-    entries = [p.name for p in (tmp / "xla").iterdir()]
-    assert any(name.startswith("jit_train_step") for name in entries), entries
+    assert jax.config.jax_compilation_cache_dir == str(tmp / "xla")
+    before = set((tmp / "xla").iterdir())
+    min_time = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    try:
+        unique = float(np.random.default_rng().random())  # a program no earlier test compiled
+        jax.block_until_ready(jax.jit(lambda x: jnp.sin(x) * unique)(jnp.ones(3)))
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
+    assert set((tmp / "xla").iterdir()) - before
     monkeypatch.delenv("JAXMD_DP_COMPILE_CACHE", raising=False)
     assert compile_cache_dir(None) == os.path.expanduser("~/.cache/jaxmd_dp/xla")
     assert compile_cache_dir("off") is None and compile_cache_dir(str(tmp)) == str(tmp)
