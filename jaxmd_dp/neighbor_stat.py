@@ -99,8 +99,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
         owner = np.concatenate([np.full(s.coord.shape[0], k) for k, s, _ in members])
         spec = neighbor.allocate(coord, box, rcut, (1,) * nt, method)
         n = coord.shape[0]
-        ncand = int(np.prod([2 * r + 1 for r in spec.reach])) * spec.capacity  # candidates per centre atom
-        size = max(1, min(chunk, n, MAX_PAIRS // max(1, natoms * ncand)))
+        size = max(1, min(chunk, n, MAX_PAIRS // max(1, natoms * neighbor.candidates_per_atom(spec))))
         for a in range(0, n, size):
             b = min(n, a + size)
             c, bx, t = coord[a:b], None if box is None else box[a:b], atype[a:b]

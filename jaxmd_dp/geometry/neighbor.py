@@ -158,6 +158,12 @@ def _offsets(reach) -> np.ndarray:
     return np.stack(np.meshgrid(*r, indexing="ij"), axis=-1).reshape(-1, 3)
 
 
+def candidates_per_atom(spec: NeighborSpec) -> int:
+    """Candidate neighbours examined per centre atom: searched offsets × atoms per offset (the
+    candidate blocks' noff × m). Callers size their chunks of frames by it."""
+    return int(np.prod([2 * r + 1 for r in spec.reach])) * spec.capacity
+
+
 def _counts(spec: NeighborSpec, cand_type, valid):
     """Neighbours of each type within rcut: (natoms, ntypes) int32, from candidate blocks (natoms, noff, m).
 

@@ -47,7 +47,7 @@ import numpy as np
 from jaxmd_dp.data.sampler import DataSampler, make_batch, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors, smooth_weight
-from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates
+from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates, candidates_per_atom
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
@@ -123,11 +123,8 @@ def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, ha
     s = jnp.where(c.valid, w / r, 0.0)
     a = jnp.where(c.valid, w / r2 * (c.d[0] + c.d[1] + c.d[2]), 0.0)
     q = jnp.sum(s * s, axis=(-2, -1))
-    per_atom = jnp.stack([jnp.ones(s.shape[:2], s.dtype), jnp.sum(s, axis=(-2, -1)), q,
-                          jnp.sum(a, axis=(-2, -1)), q], axis=-1)  # (nf, natoms, 5)
-    onehot = (atype[..., None] == jnp.arange(ntypes)).astype(s.dtype)  # padding (−1) matches no type
     over = jnp.any(c.nneigh > jnp.asarray(spec.sel, jnp.int32))
-    return jnp.einsum("fat,fak->ftk", onehot, per_atom), over
+    return _per_type(atype, ntypes, jnp.sum(s, axis=(-2, -1)), q, jnp.sum(a, axis=(-2, -1)), q), over
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
@@ -139,23 +136,16 @@ def _chunk_sums(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool
     d = pair_vectors(coord, b, nl.idx, nl.shift)
     rows = env_rows(d, nl.idx >= 0, spec.rcut, rcut_smth)  # (nf, natoms, nnei, 4), empty slots 0
     s, a = rows[..., 0], rows[..., 1:]
-    per_atom = jnp.stack(
-        [
-            jnp.ones(s.shape[:2], s.dtype),
-            jnp.sum(s, axis=-1),
-            jnp.sum(s * s, axis=-1),
-            jnp.sum(a, axis=(-1, -2)),
-            jnp.sum(a * a, axis=(-1, -2)),
-        ],
-        axis=-1,
-    )  # (nf, natoms, 5)
-    onehot = (atype[..., None] == jnp.arange(ntypes)).astype(s.dtype)  # padding (−1) matches no type
+    return _per_type(atype, ntypes, jnp.sum(s, axis=-1), jnp.sum(s * s, axis=-1), jnp.sum(a, axis=(-1, -2)),
+                     jnp.sum(a * a, axis=(-1, -2)))
+
+
+def _per_type(atype, ntypes: int, s_r, q_r, s_a, q_a):
+    """Per-atom sums (nf, natoms) each -> per-frame, per-centre-type [centres, S_r, Q_r, S_a, Q_a]:
+    (nf, ntypes, 5); padding atoms (type −1) count for no type."""
+    per_atom = jnp.stack([jnp.ones_like(s_r), s_r, q_r, s_a, q_a], axis=-1)  # (nf, natoms, 5)
+    onehot = (atype[..., None] == jnp.arange(ntypes)).astype(s_r.dtype)
     return jnp.einsum("fat,fak->ftk", onehot, per_atom)
-
-
-def _candidates(spec: NeighborSpec) -> int:
-    """Candidate neighbours per centre atom that ``build`` examines (sets the chunk size)."""
-    return int(np.prod([2 * r + 1 for r in spec.reach])) * spec.capacity
 
 
 def env_mat_sums(
@@ -210,7 +200,7 @@ def env_mat_sums(
         where = np.concatenate([np.arange(first[i], first[i + 1]) for i in members])
         spec = allocate(coord, box, float(hyper.rcut), tuple(hyper.sel), method)
         nf = coord.shape[0]
-        n = max(1, min(nf, max_pairs // (natoms * _candidates(spec))))
+        n = max(1, min(nf, max_pairs // (natoms * candidates_per_atom(spec))))
         if box is None:
             box = np.zeros((nf, 3, 3))
         for start in range(0, nf, n):
