@@ -3,10 +3,12 @@
 A neighbour-type section of the environment matrix has ``sel_t`` slots per atom, but on average only a
 part of them hold a neighbour (water: 89 of 138). The embedding net G(s) is the bulk of a training
 step, so it is run on the real pairs of a frame gathered into a fixed-size block of ``size`` rows,
-and the result is put back into the slot layout. Empty slots are not zero in DeePMD-kit: each holds the
-normalised empty row −davg/dstd of its centre type and slot, whose embedding is computed once per
-(centre type, slot) — ntypes × sel_t evaluations instead of natoms × sel_t — and broadcast. So the
-descriptor is the same as the dense one (to rounding), with any ``size`` ≥ the real pairs of each frame.
+and the result is put back into the slot layout (0 in empty slots). Empty slots are not zero in
+DeePMD-kit: each holds the normalised empty row e = −davg/dstd of its centre type and slot and adds
+e ⊗ G(e_0) to Rᵀ G. That block is computed once per (centre type, slot) — ntypes × sel_t evaluations
+instead of natoms × sel_t — and summed over each atom's empty slots by one matmul
+(:func:`empty_slot_term`). So the descriptor is the same as the dense one (to rounding), with any
+``size`` ≥ the real pairs of each frame.
 
 ``size`` is static and must be ≥ the real pairs of every frame (:func:`pair_counts`); the trainer takes
 it from a neighbour count over every frame (:func:`pack_sizes`).
@@ -111,13 +113,11 @@ pack.defvjp(_pack_fwd, _pack_bwd)
 unpack.defvjp(_unpack_fwd, _unpack_bwd)
 
 
-def packed_embedding(net, R: jax.Array, mask: jax.Array, empty: jax.Array, centre, size: int) -> jax.Array:
-    """G(s) for every slot of one neighbour-type section, the net run on real pairs only.
+def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int) -> jax.Array:
+    """G(s) of the real pairs of one neighbour-type section, the net run on a packed block.
 
-    net: embedding net, (..., 1) → (..., M1). R: (nf, n, sel_t, 4) normalised rows; mask: (nf, n, sel_t);
-    empty: (ntypes, sel_t, 4) normalised empty rows per centre type; centre: (nf, n) centre types, or an
-    int when every centre atom has that type. Returns G: (nf, n, sel_t, M1), empty slots holding the
-    embedding of their empty row (as the dense computation gives).
+    net: embedding net, (..., 1) → (..., M1). R: (nf, n, sel_t, 4) normalised rows; mask: (nf, n, sel_t).
+    Returns G: (nf, n, sel_t, M1), 0 in empty slots (their share is :func:`empty_slot_term`).
     """
     nf, n, s = mask.shape
     flat = mask.reshape(nf, n * s)
@@ -125,12 +125,26 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, empty: jax.Array, centr
     valid = jnp.arange(size) < jnp.sum(flat, axis=-1, keepdims=True)  # (nf, size)
     s_packed = pack(R[..., 0].reshape(nf, n * s), idx, inv, flat, valid)  # (nf, size)
     g_packed = net(s_packed[..., None])  # (nf, size, M1)
-    g = unpack(g_packed, idx, inv, flat, valid).reshape(nf, n, s, -1)
-    if isinstance(centre, (int, np.integer)):
-        g_empty = net(empty[centre, :, :1])  # (sel_t, M1)
-    else:  # a select per type, not a gather: its derivative is no scatter-add either
-        per_type = net(empty[:, :, :1])  # (ntypes, sel_t, M1)
-        g_empty = per_type[0]
-        for t in range(1, per_type.shape[0]):
-            g_empty = jnp.where((centre == t)[:, :, None, None], per_type[t], g_empty)
-    return jnp.where(mask[..., None], g, g_empty)
+    return unpack(g_packed, idx, inv, flat, valid).reshape(nf, n, s, -1)
+
+
+def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre) -> jax.Array:
+    """Σ over the empty slots of each atom of e_s ⊗ G(e_s0): what DeePMD-kit's empty slots add to Rᵀ G.
+
+    An empty slot s of a centre of type c holds the normalised empty row e = empty[c, s] (not zero), so
+    it adds e ⊗ G(e_0), a (4, M1) block that depends on (c, s) only. The nets run on ntypes × sel_t rows,
+    and the sum over each atom's empty slots is one matmul of the empty-slot indicator with those blocks
+    (no broadcast to every slot, and its weight gradient is a matmul too, not a reduction over atoms).
+
+    mask: (nf, n, sel_t) True where a slot holds a neighbour; empty: (ntypes, sel_t, 4); centre: (nf, n)
+    centre types, or an int when every centre atom has that type. Returns (nf, n, 4, M1).
+    """
+    nf, n, s = mask.shape
+    types = [centre] if isinstance(centre, (int, np.integer)) else list(range(empty.shape[0]))
+    e = empty[jnp.asarray(types)]  # (k, sel_t, 4)
+    blocks = e[..., :, None] * net(e[..., :1])[..., None, :]  # (k, sel_t, 4, M1)
+    hole = (~mask).astype(blocks.dtype)  # (nf, n, sel_t)
+    if len(types) > 1:  # one indicator column per (centre type, slot): the atom's own type only
+        hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in types], axis=-1)
+    out = hole.reshape(nf * n, -1) @ blocks.reshape(hole.shape[-1], -1)
+    return out.reshape(nf, n, 4, -1)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.model.nets import EmbeddingNet
-from jaxmd_dp.model.pair_pack import Packing, packed_embedding
+from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
@@ -74,12 +74,12 @@ class DescriptorSeA(nn.Module):
         for tj in range(self.ntypes):
             Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, n, sel_t, 4)
             if packing is None:
-                G = net_for(tj)(Rt[..., :1])  # (nf, n, sel_t, M1)
-            else:
+                T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, net_for(tj)(Rt[..., :1]))  # G: (nf, n, sel_t, M1)
+            else:  # real pairs packed; empty slots' share added from ntypes × sel_t evaluations
+                mask = packing.mask[:, :, sec[tj] : sec[tj + 1]]
+                G = packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj])  # 0 in empty slots
                 empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
-                G = packed_embedding(net_for(tj), Rt, packing.mask[:, :, sec[tj] : sec[tj + 1]], empty, centre,
-                                     packing.sizes[tj])
-            T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G)
+                T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G) + empty_slot_term(net_for(tj), mask, empty, centre)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
         return D.reshape(D.shape[:2] + (-1,))
