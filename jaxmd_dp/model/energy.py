@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxmd_dp.geometry.env_mat import env_mat
 from jaxmd_dp.model.fitting import EnergyFitting
-from jaxmd_dp.model.pair_pack import Packing, empty_rows
+from jaxmd_dp.model.pair_pack import Packing, empty_rows, kept_slots
 from jaxmd_dp.model.se_e2_a import DescriptorSeA
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "bfloat16": jnp.bfloat16, "default": jnp.float64}
@@ -145,6 +145,7 @@ def _init_fn(hyper: ModelHyper):
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
+    keep: tuple[int, ...] | None = None,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -156,12 +157,21 @@ def atomic_energy(
     pack: (static) run the embedding nets on real pairs only, in blocks of this many rows per frame for
     each neighbour type (:mod:`jaxmd_dp.model.pair_pack`); every frame must have at most that many real
     pairs in each type's section (``pair_pack.pair_counts``). Same energies as without.
+    keep: (static, with ``pack``) ``nlist`` holds only the first keep[t] slots of each type's section (a
+    list built with sel = keep, :func:`pair_pack.keep_sizes`); every atom must have at most keep[t]
+    neighbours of type t. Same energies as without.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
-    R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, stats.davg, stats.dstd,
-                kernels)
-    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack))
+    davg, dstd = stats.davg, stats.dstd
+    if keep is not None:
+        if pack is None:
+            raise ValueError("keep needs pack (the slots past keep are counted by the packed path)")
+        slots = kept_slots(hyper.sel, keep)
+        davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
+    R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
+    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack),
+                                                None if keep is None else tuple(keep))
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -191,12 +201,13 @@ class Prediction(NamedTuple):
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
+    keep: tuple[int, ...] | None = None,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
     box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
-    atoms and periodic images), flattened row-major to (nf, 9). ``pack``: see :func:`atomic_energy`.
+    atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``: see :func:`atomic_energy`.
     """
     nf = coord.shape[0]
 
@@ -204,7 +215,7 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)

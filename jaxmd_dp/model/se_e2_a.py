@@ -45,7 +45,8 @@ class DescriptorSeA(nn.Module):
                  packing: Packing | None = None) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms); used to run the
         centre-type embedding nets (type_one_side false) on their type's atoms only.
-        packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D."""
+        packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D.
+        With ``packing.keep``, R holds only the first keep[t] slots of each type's section."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -70,13 +71,15 @@ class DescriptorSeA(nn.Module):
         centre: the atoms' types (nf, n), or one int type (used with ``packing`` only)."""
         nnei = int(sum(self.sel))
         sec = np.concatenate([[0], np.cumsum(self.sel)])
+        held = packing.keep if packing is not None and packing.keep is not None else self.sel
+        ksec = np.concatenate([[0], np.cumsum(held)])  # R's sections: the first held[t] slots of each type
         T = 0.0
         for tj in range(self.ntypes):
-            Rt = R[:, :, sec[tj] : sec[tj + 1], :]  # (nf, n, sel_t, 4)
+            Rt = R[:, :, ksec[tj] : ksec[tj + 1], :]  # (nf, n, held_t, 4)
             if packing is None:
                 T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, net_for(tj)(Rt[..., :1]))  # G: (nf, n, sel_t, M1)
             else:  # real pairs packed; empty slots' share added from ntypes × sel_t evaluations
-                mask = packing.mask[:, :, sec[tj] : sec[tj + 1]]
+                mask = packing.mask[:, :, ksec[tj] : ksec[tj + 1]]
                 G = packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj])  # 0 in empty slots
                 empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
                 T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G) + empty_slot_term(net_for(tj), mask, empty, centre)

@@ -31,7 +31,7 @@ from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import energy_bias, env_mat_stats, sample_stat_frames
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, type_capacity
-from jaxmd_dp.model.pair_pack import pack_sizes
+from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
@@ -270,7 +270,9 @@ class Trainer:
     def _allocate_layouts(self) -> dict:
         """One :class:`BatchLayout` per (natoms, pbc): a neighbour-list spec searching enough images/cells
         for every frame, the most atoms of each type in those systems, and (``training.pair_packing``)
-        the packed block sizes: the most neighbour pairs of each type in any of their frames."""
+        the packed block sizes: the most neighbour pairs of each type in any of their frames; the
+        neighbour list then holds only as many slots of each type as an atom of those frames fills
+        (``keep``), the rest being empty everywhere."""
         systems_all = self.train_systems + self.valid_systems
         groups: dict = {}
         for k, s in enumerate(systems_all):
@@ -281,14 +283,16 @@ class Trainer:
             systems = [systems_all[k] for k in members]
             coord = np.concatenate([s.coord for s in systems])
             box = None if not key[1] else np.concatenate([s.box for s in systems])
-            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
             pack = None if pairs is None else pack_sizes(pairs[members].max(axis=0), key[0], self.hyper.sel)
+            keep = None if pack is None else keep_sizes(self.scan.max_nbor_per_system[members].max(axis=0),
+                                                        self.hyper.sel)
+            spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack)
-        packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]}"
+                                       self.config.training.kernels, pack, keep)
+        packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.keep)}"
                   for (n, _), lay in layouts.items() if lay.pack]
         if packed:
-            self.log("embedding nets on real neighbour pairs only (training.pair_packing), pairs per frame "
+            self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
                      + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
         return layouts
 
@@ -335,7 +339,7 @@ class Trainer:
         key = (int(batch["natoms"]), bool(batch["pbc"]))
         layout = self.layouts[key]
         if batch["pbc"] and not neighbor.fits(layout.spec, batch["box"]):  # a box the spec did not see
-            spec = neighbor.allocate(batch["coord"], batch["box"], self.hyper.rcut, self.hyper.sel)
+            spec = neighbor.allocate(batch["coord"], batch["box"], self.hyper.rcut, layout.spec.sel)
             layout = self.layouts[key] = layout._replace(spec=spec)
         return layout
 

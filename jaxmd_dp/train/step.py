@@ -30,6 +30,7 @@ class BatchLayout(NamedTuple):
     capacity: tuple[int, ...]
     kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
     pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack)
+    keep: tuple[int, ...] | None = None  # with pack: slots held per type (spec.sel = keep), see pair_pack
 
 
 class TrainState(NamedTuple):
@@ -69,7 +70,7 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     kernels = None if layout.kernels == "auto" else layout.kernels
     nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                   layout.pack)
+                   layout.pack, layout.keep)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
     return loss, metrics

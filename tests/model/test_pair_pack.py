@@ -1,5 +1,6 @@
 """Embedding nets on real pairs only (model.pair_pack) give the dense model's numbers: DeePMD-kit's
-fixtures to 1e-10 with the tightest block sizes, and the same weight gradient through the forces."""
+fixtures to 1e-10 with the tightest block sizes, and the same weight gradient through the forces. Also
+with the neighbour list cut to the slots an atom fills (``keep``), the rest counted as empty slots."""
 
 import jax
 import jax.test_util  # noqa: F401  (check_grads)
@@ -10,7 +11,8 @@ import pytest
 from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
-from jaxmd_dp.model.pair_pack import PACK_MAX_FILL, pack, pack_index, pack_sizes, pair_counts, unpack
+from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack, pack_index, pack_sizes,
+                                     pair_counts, unpack)
 
 
 def test_pack_index_and_transpose():
@@ -47,21 +49,35 @@ def test_pack_sizes_rule():
     assert pack_sizes([fill - 8, fill - 8], n, sel) is not None and pack_sizes([n * 10, 8], n, sel) is not None
 
 
-def _tight_sizes(name):
-    """Block sizes = the most real pairs of each type in any fixture frame (no head-room)."""
+def test_keep_sizes_rule():
+    assert keep_sizes([38, 71], (46, 92)) == (40, 72)  # rounded up to 8
+    assert keep_sizes([0, 100], (46, 92)) == (8, 92)  # at least 8 slots, at most sel
+    assert kept_slots((4, 6), (2, 3)).tolist() == [0, 1, 4, 5, 6]
+
+
+def _tight_sizes(name, keep=False):
+    """Block sizes = the most real pairs of each type in any fixture frame (no head-room); with ``keep``
+    a spec holding only the most neighbours of each type any atom has (no rounding), and that keep."""
     hyper, _, _, p = load_fixture(name)
     box = p.get("box")
     spec = allocate(p["coord"], box, hyper.rcut, hyper.sel)
     nl = build(spec, jnp.asarray(p["coord"]), None if box is None else jnp.asarray(box), jnp.asarray(p["atype"]),
                order="any")
     counts = np.asarray(pair_counts(nl.idx >= 0, hyper.sel)).max(axis=0)
-    return spec, tuple(max(1, int(c)) for c in counts)
+    sizes = tuple(max(1, int(c)) for c in counts)
+    if not keep:
+        return spec, sizes, None
+    held = tuple(max(1, int(c)) for c in np.asarray(nl.nneigh).max(axis=(0, 1)))
+    assert sum(held) < hyper.nnei  # the fixture leaves slots empty for every atom: the cut is exercised
+    return allocate(p["coord"], box, hyper.rcut, held), sizes, held
 
 
-@pytest.mark.parametrize("name", FIXTURES)
-def test_packed_matches_deepmd_kit(name):
+# each fixture once, with and without the cut, to bound the compiles
+@pytest.mark.parametrize("name,keep", [("water_se_e2_a", True), ("water_pairnets", False), ("cu_virial", True),
+                                       ("nopbc_cho", False)])
+def test_packed_matches_deepmd_kit(name, keep):
     hyper, params, stats, p = load_fixture(name)
-    spec, sizes = _tight_sizes(name)
+    spec, sizes, held = _tight_sizes(name, keep)
     natoms = p["coord"].shape[1]
     assert sum(sizes) < natoms * hyper.nnei  # the fixture leaves slots empty: packing is exercised
     box = p.get("box")
@@ -69,7 +85,7 @@ def test_packed_matches_deepmd_kit(name):
     @jax.jit
     def run(coord, box, atype):
         nl = build(spec, coord, box, atype, order="any")
-        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, None, None, sizes)
+        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, None, None, sizes, held)
 
     out = run(jnp.asarray(p["coord"]), None if box is None else jnp.asarray(box), jnp.asarray(p["atype"]))
     for key in ("energy", "force", "virial", "atom_energy"):
@@ -81,22 +97,23 @@ def test_packed_matches_deepmd_kit(name):
 def test_packed_weight_gradient_through_forces(name):
     """The training gradient (∂/∂weights of a force + energy loss) is the dense one: the packing's
     custom derivatives are right to second order. Statistics with per-slot davg make the empty rows
-    differ by centre type and slot."""
+    differ by centre type and slot (the slots past ``keep`` included)."""
     hyper, params, stats, p = load_fixture(name)
-    spec, sizes = _tight_sizes(name)
+    spec, sizes, held = _tight_sizes(name, keep=True)
+    dense_spec = allocate(p["coord"], p["box"], hyper.rcut, hyper.sel)
     rng = np.random.default_rng(1)
     davg = np.asarray(stats[0]) + rng.normal(0, 0.05, np.shape(stats[0]))
     st = Stats(davg, np.asarray(stats[1]), np.asarray(stats[2]))
     coord, atype = jnp.asarray(p["coord"][:1]), jnp.asarray(p["atype"])
     box = jnp.asarray(p["box"][:1])
 
-    def loss(params, pack_sizes):
+    def loss(params, spec, pack_sizes, held):
         nl = build(spec, coord, box, atype, order="any")
-        pr = predict(hyper, params, st, coord, box, atype, nl, None, None, pack_sizes)
+        pr = predict(hyper, params, st, coord, box, atype, nl, None, None, pack_sizes, held)
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
 
-    dense = jax.jit(jax.value_and_grad(lambda q: loss(q, None)))(params)
-    packed = jax.jit(jax.value_and_grad(lambda q: loss(q, sizes)))(params)
+    dense = jax.jit(jax.value_and_grad(lambda q: loss(q, dense_spec, None, None)))(params)
+    packed = jax.jit(jax.value_and_grad(lambda q: loss(q, spec, sizes, held)))(params)
     assert float(packed[0]) == pytest.approx(float(dense[0]), rel=1e-12)
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(packed[1]), jax.tree_util.tree_leaves(dense[1])):
         assert max_rel(a, b) <= 1e-10, jax.tree_util.keystr(path)
