@@ -72,9 +72,12 @@ def _tight_sizes(name, keep=False):
     return allocate(p["coord"], box, hyper.rcut, held), sizes, held
 
 
-# each fixture once, with and without the cut, to bound the compiles
-@pytest.mark.parametrize("name,keep", [("water_se_e2_a", True), ("water_pairnets", False), ("cu_virial", True),
-                                       ("nopbc_cho", False)])
+# each fixture once, with or without the cut, to bound the compiles
+PACKED_CASES = [("water_se_e2_a", True), ("water_pairnets", False), ("cu_virial", True), ("nopbc_cho", False)]
+assert sorted(n for n, _ in PACKED_CASES) == sorted(FIXTURES)
+
+
+@pytest.mark.parametrize("name,keep", PACKED_CASES)
 def test_packed_matches_deepmd_kit(name, keep):
     hyper, params, stats, p = load_fixture(name)
     spec, sizes, held = _tight_sizes(name, keep)
