@@ -633,7 +633,8 @@ class TrainingConfig(_Section):
     strict_sel (jaxmd_dp): error, instead of a warning, when an atom has more neighbours than sel.
     kernels (jaxmd_dp): "auto" (Pallas on GPU, jnp elsewhere), "pallas" or "jnp".
     pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
-    enough sel slots empty (same results; :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
+    enough sel slots empty, and hold only the neighbour slots the data fills (same results;
+    :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
     """
 
     _path = "training"
