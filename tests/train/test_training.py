@@ -69,9 +69,12 @@ def test_restart_is_exact(full_run, tmp_path):
 
 
 def test_pair_packing_changes_no_number(full_run, tmp_path):
-    """Embedding nets on real pairs only (the default) train exactly as on every sel slot."""
+    """Embedding nets on real pairs only (the default), with the neighbour list cut to the slots the data
+    fills, train exactly as on every sel slot."""
     trainer, full_out, _ = full_run
     assert all(lay.pack is not None for lay in trainer.layouts.values())  # water leaves ~1/3 of sel empty
+    assert all(lay.keep is not None and lay.spec.sel == lay.keep and sum(lay.keep) < sum(trainer.hyper.sel)
+               for lay in trainer.layouts.values())
     out = tmp_path / "dense"
     dense = Trainer(small_config(numb_steps=100, pair_packing=False), out, log=lambda *a: None)
     assert all(lay.pack is None for lay in dense.layouts.values())
