@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     frames = sample_stat_frames(trainer.train_data, config.model.data_stat_nbatch, 1)
     t = time.perf_counter()
     env_mat_stats(frames, trainer.hyper)
-    print(f"env-matrix statistics on other sampled frames (may recompile: cell capacity follows the frames): {time.perf_counter() - t:.1f} s for "
-          f"{sum(len(f['coord']) for f in frames)} frames")
+    print(f"env-matrix statistics on other sampled frames (may recompile: cell capacity follows the frames): "
+          f"{time.perf_counter() - t:.1f} s for {sum(len(f['coord']) for f in frames)} frames")
     return 0
 
 

@@ -164,14 +164,14 @@ def atomic_energy(
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
     davg, dstd = stats.davg, stats.dstd
+    keep = None if keep is None or tuple(keep) == tuple(hyper.sel) else tuple(keep)  # equal to sel: no cut
     if keep is not None:
         if pack is None:
             raise ValueError("keep needs pack (the slots past keep are counted by the packed path)")
         slots = kept_slots(hyper.sel, keep)
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
-    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack),
-                                                None if keep is None else tuple(keep))
+    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack), keep)
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)

@@ -161,11 +161,12 @@ def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre) -> jax.Array
     if mask.shape[-1] < empty.shape[-2]:  # the slots past ``keep`` are empty in every frame
         mask = jnp.pad(mask, ((0, 0), (0, 0), (0, empty.shape[-2] - mask.shape[-1])))
     nf, n, s = mask.shape
-    types = [centre] if isinstance(centre, (int, np.integer)) else list(range(empty.shape[0]))
-    e = empty[jnp.asarray(types)]  # (k, sel_t, 4)
+    one_type = isinstance(centre, (int, np.integer))
+    e = empty[centre][None] if one_type else empty  # (k, sel_t, 4): the centre types present
     blocks = e[..., :, None] * net(e[..., :1])[..., None, :]  # (k, sel_t, 4, M1)
     hole = (~mask).astype(blocks.dtype)  # (nf, n, sel_t)
-    if len(types) > 1:  # one indicator column per (centre type, slot): the atom's own type only
-        hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in types], axis=-1)
+    if not one_type:  # one indicator column per (centre type, slot): the atom's own type only
+        hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in range(e.shape[0])],
+                               axis=-1)
     out = hole.reshape(nf * n, -1) @ blocks.reshape(hole.shape[-1], -1)
     return out.reshape(nf, n, 4, -1)

@@ -272,7 +272,7 @@ class Trainer:
         for every frame, the most atoms of each type in those systems, and (``training.pair_packing``)
         the packed block sizes: the most neighbour pairs of each type in any of their frames; the
         neighbour list then holds only as many slots of each type as an atom of those frames fills
-        (``keep``), the rest being empty everywhere."""
+        (its spec's sel, :func:`keep_sizes`), the rest being empty everywhere."""
         systems_all = self.train_systems + self.valid_systems
         groups: dict = {}
         for k, s in enumerate(systems_all):
@@ -288,8 +288,8 @@ class Trainer:
                                                         self.hyper.sel)
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack, keep)
-        packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.keep)}"
+                                       self.config.training.kernels, pack)
+        packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
                   for (n, _), lay in layouts.items() if lay.pack]
         if packed:
             self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
