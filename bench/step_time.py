@@ -5,8 +5,9 @@ validation or checkpoints. For A/B comparisons of the step (run it alternately f
 
 CONFIG: our YAML or a DeePMD-kit input.json (e.g. runs/speed*/water_float64.json from bench/train_speed.py).
 Prints the compile time of the batches' shapes, then the median and minimum of ``--steps`` step times
-(milliseconds), and the loss metrics of the last step (the same for two checkouts that compute the same
-numbers, as batches and seed are fixed).
+(milliseconds), the median CPU time of the process per step (all threads; less sensitive than wall time to
+other load on a shared machine), and the loss metrics of the last step (the same for two checkouts that
+compute the same numbers, as batches and seed are fixed).
 """
 
 from __future__ import annotations
@@ -45,18 +46,19 @@ def main(argv=None) -> int:
         state, metrics = trainer.train_step(state, stats, batch, layout)
     jax.block_until_ready(state.step)
     compile_s = time.perf_counter() - t
-    times = []
+    times, cpu = [], []
     for i in range(args.steps):
         batch, layout = calls[i % len(calls)]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         state, metrics = trainer.train_step(state, stats, batch, layout)
         jax.block_until_ready(state.step)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     shapes = sorted({(int(b["coord"].shape[0]), int(b["natoms"])) for b in batches})
     last = {k: float(v) for k, v in metrics.items() if k.startswith("rmse")}
     print(f"{args.config} {args.precision}: batches (frames, atoms) {shapes}; first steps (compile) "
           f"{compile_s:.1f} s; step median {np.median(times) * 1e3:.1f} ms, min {np.min(times) * 1e3:.1f} ms "
-          f"over {args.steps}; last step {last}")
+          f"over {args.steps}; CPU time (all threads) median {np.median(cpu) * 1e3:.1f} ms; last step {last}")
     return 0
 
 

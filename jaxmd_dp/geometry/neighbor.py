@@ -172,13 +172,23 @@ def _counts(spec: NeighborSpec, cand_type, valid):
                       for t in range(len(spec.sel))], axis=-1).astype(jnp.int32)
 
 
-def _select_nearest(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, valid):
+def _shifts(pos, idx, img, wrap, m: int):
+    """Periodic images of selected candidates: (natoms, k, 3) from their flat candidate positions pos
+    (natoms, k) (offset · m + candidate), neighbour indices idx (natoms, k) (−1: empty slot, shift 0),
+    the searched offsets' images img (natoms, noff, 3) and the atoms' wraps (natoms, 3)."""
+    p = jnp.maximum(pos, 0)
+    j = jnp.maximum(idx, 0)
+    shift = jnp.take_along_axis(img, (p // m)[..., None], axis=1) + wrap[:, None, :] - wrap[j]
+    return jnp.where((idx >= 0)[..., None], shift, 0.0)
+
+
+def _select_nearest(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m):
     """Keep the nearest ``sel[t]`` candidates of each type, nearest first (DeePMD-kit's order).
 
-    r2: (natoms, ncand) squared distances; cand_idx (natoms, ncand) int; cand_shift (natoms, ncand, 3);
-    cand_type (natoms, ncand) int; valid (natoms, ncand) bool. Returns idx (natoms, nnei), shift.
+    r2: (natoms, ncand) squared distances; cand_idx (natoms, ncand) int; cand_type (natoms, ncand) int;
+    valid (natoms, ncand) bool; img, wrap, m: see :func:`_shifts`. Returns idx (natoms, nnei), shift.
     """
-    idx_out, shift_out = [], []
+    idx_out, pos_out = [], []
     for t, nsel in enumerate(spec.sel):
         ok = valid & (cand_type == t)
         key = jnp.where(ok, r2, jnp.inf)
@@ -186,31 +196,30 @@ def _select_nearest(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, val
         neg, pos = jax.lax.top_k(-key, k)
         found = jnp.isfinite(neg)
         idx_t = jnp.where(found, jnp.take_along_axis(cand_idx, pos, axis=-1), -1)
-        shift_t = jnp.where(found[..., None], jnp.take_along_axis(cand_shift, pos[..., None], axis=-2), 0.0)
         if k < nsel:  # fewer candidates than slots: pad with empty slots
-            pad = nsel - k
-            idx_t = jnp.pad(idx_t, ((0, 0), (0, pad)), constant_values=-1)
-            shift_t = jnp.pad(shift_t, ((0, 0), (0, pad), (0, 0)))
+            idx_t = jnp.pad(idx_t, ((0, 0), (0, nsel - k)), constant_values=-1)
+            pos = jnp.pad(pos, ((0, 0), (0, nsel - k)))
         idx_out.append(idx_t)
-        shift_out.append(shift_t)
-    return jnp.concatenate(idx_out, axis=-1).astype(jnp.int32), jnp.concatenate(shift_out, axis=-2)
+        pos_out.append(pos)
+    idx = jnp.concatenate(idx_out, axis=-1).astype(jnp.int32)
+    return idx, _shifts(jnp.concatenate(pos_out, axis=-1), idx, img, wrap, m)
 
 
-def _select_any(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, valid):
+def _select_any(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m):
     """The candidates of each type in candidate order (no sort): valid only when no type has more than
     ``sel[t]`` neighbours. Same arguments and results as :func:`_select_nearest`; O(ncand)."""
     natoms, ncand = r2.shape
     rows = jnp.broadcast_to(jnp.arange(natoms)[:, None], (natoms, ncand))
-    idx_out, shift_out = [], []
+    where = jnp.broadcast_to(jnp.arange(ncand, dtype=jnp.int32), (natoms, ncand))
+    pos_out = []
     for t, nsel in enumerate(spec.sel):
         ok = valid & (cand_type == t)
-        col = jnp.cumsum(ok, axis=-1) - 1
+        col = jnp.cumsum(ok, axis=-1, dtype=jnp.int32) - 1
         col = jnp.where(ok & (col < nsel), col, nsel)  # column nsel collects the rest, then is dropped
-        idx_t = jnp.full((natoms, nsel + 1), -1, jnp.int32).at[rows, col].set(cand_idx.astype(jnp.int32))
-        shift_t = jnp.zeros((natoms, nsel + 1, 3), cand_shift.dtype).at[rows, col].set(cand_shift)
-        idx_out.append(idx_t[:, :nsel])
-        shift_out.append(jnp.where((idx_t[:, :nsel] >= 0)[..., None], shift_t[:, :nsel], 0.0))
-    return jnp.concatenate(idx_out, axis=-1), jnp.concatenate(shift_out, axis=-2)
+        pos_out.append(jnp.full((natoms, nsel + 1), -1, jnp.int32).at[rows, col].set(where)[:, :nsel])
+    pos = jnp.concatenate(pos_out, axis=-1)
+    idx = jnp.where(pos >= 0, jnp.take_along_axis(cand_idx.astype(jnp.int32), jnp.maximum(pos, 0), axis=-1), -1)
+    return idx, _shifts(pos, idx, img, wrap, m)
 
 
 # The builders return candidate blocks (natoms, noff, m): for each centre atom, each searched image or cell
@@ -218,7 +227,8 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_shift, cand_type, valid):
 # built by broadcasting one Cartesian component at a time from small per-atom/per-offset rows, and the
 # masks are applied in this 3-d shape: XLA CPU then runs the distance loops vectorised. Flattening the
 # candidates first (or working on (..., 3) arrays, or gathering per candidate pair) made them ~10x slower.
-# Consumers that need one candidate axis (the selections) flatten with a free reshape.
+# Consumers that need one candidate axis (the selections) flatten with a free reshape. The candidates'
+# periodic shifts are not built as a block: the selections compute them for the kept slots only.
 
 
 def _build_brute(spec: NeighborSpec, coord, box, atype):
@@ -245,10 +255,8 @@ def _build_brute(spec: NeighborSpec, coord, box, atype):
     is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
     cand_type = jnp.broadcast_to(atype[None, None, :], shape)
     valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
-    # image shift relative to the unwrapped coordinates
-    shift = jnp.stack([offs[:, k][None, :, None] + wrap[:, k][:, None, None] - wrap[:, k][None, None, :]
-                       for k in range(3)], axis=-1)
-    return (r2, cand_j, shift, cand_type, valid), jnp.asarray(False), tuple(d)
+    img = jnp.broadcast_to(offs[None], (natoms, noff, 3))
+    return (r2, cand_j, cand_type, valid, img, wrap), jnp.asarray(False), tuple(d)
 
 
 def _build_cell(spec: NeighborSpec, coord, box, atype):
@@ -274,7 +282,6 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     exists_tab = table >= 0
     t0 = jnp.maximum(table, 0)
     cw_tab = [cw[:, k][t0] for k in range(3)]  # (ncells, cap) each
-    wrap_tab = [wrap[:, k][t0] for k in range(3)]
     type_tab = jnp.where(exists_tab, atype[t0], -1)
     offs = jnp.asarray(_offsets(spec.reach), dtype=jnp.int32)  # (noff, 3)
     tgt = c3[:, None, :] + offs[None, :, :]  # (natoms, noff, 3) unwrapped target cells
@@ -289,19 +296,21 @@ def _build_cell(spec: NeighborSpec, coord, box, atype):
     home = jnp.all(img == 0, axis=-1)[:, :, None]  # (natoms, noff, 1)
     is_self = (j == jnp.arange(natoms)[:, None, None]) & home
     valid = exists_tab[tid] & (r2 < spec.rcut**2) & ~is_self & (atype >= 0)[:, None, None]
-    shift = jnp.stack([img[:, :, k][:, :, None] + wrap[:, None, k, None] - wrap_tab[k][tid] for k in range(3)],
-                      axis=-1)
-    return (r2, j, shift, type_tab[tid], valid), overflow, tuple(d)
+    return (r2, j, type_tab[tid], valid, img, wrap), overflow, tuple(d)
 
 
 def _flat(cands):
-    """Candidate blocks (natoms, noff, m[, 3]) -> one candidate axis (natoms, noff * m[, 3])."""
-    return tuple(x.reshape(x.shape[0], -1, *x.shape[3:]) for x in cands)
+    """Candidate blocks (natoms, noff, m) -> one candidate axis (natoms, noff · m), followed by the
+    blocks' img, wrap and m (the arguments of the selections)."""
+    *blocks, img, wrap = cands
+    return (*(x.reshape(x.shape[0], -1) for x in blocks), img, wrap, blocks[0].shape[-1])
 
 
 def _candidates(spec: NeighborSpec, coord, box, atype):
-    """Every frame's candidate blocks (r2, idx, shift, type, valid), each (nframes, natoms, noff, m[, 3]),
-    its cell overflow (nframes,), and the pair vector components (3 blocks (nframes, natoms, noff, m)), vmapped."""
+    """Every frame's candidate blocks (r2, idx, type, valid), each (nframes, natoms, noff, m), with the
+    searched offsets' periodic images img (nframes, natoms, noff, 3) and the atoms' wraps (nframes,
+    natoms, 3) (a candidate's shift is img + wrap[i] − wrap[j]); its cell overflow (nframes,); and the
+    pair vector components (3 blocks (nframes, natoms, noff, m)). Vmapped over frames."""
     if box is None or not spec.pbc:
         box = jnp.zeros((coord.shape[0], 3, 3), coord.dtype)
     fn = _build_cell if spec.method == "cell" else _build_brute
@@ -331,8 +340,8 @@ def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atyp
     selection into ``sel`` slots. coord (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype
     (nframes, natoms). Returns a :class:`Candidates`."""
     cands, ovf, d = _candidates(spec, coord, box, atype)
-    nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
-    return Candidates(d, cands[0], cands[4], nneigh, jnp.any(ovf))
+    nneigh = jax.vmap(lambda c: _counts(spec, c[2], c[3]))(cands)
+    return Candidates(d, cands[0], cands[3], nneigh, jnp.any(ovf))
 
 
 def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
@@ -365,7 +374,7 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
     atype = jnp.broadcast_to(jnp.asarray(atype), (nf, natoms))
     cands, ovf, _ = _candidates(spec, jax.lax.stop_gradient(coord),
                              None if box is None else jax.lax.stop_gradient(jnp.asarray(box)), atype)
-    nneigh = jax.vmap(lambda c: _counts(spec, c[3], c[4]))(cands)
+    nneigh = jax.vmap(lambda c: _counts(spec, c[2], c[3]))(cands)
     nearest = jax.vmap(lambda c: _select_nearest(spec, *_flat(c)))
     if order == "nearest":
         idx, shift = nearest(cands)
