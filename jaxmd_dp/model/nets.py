@@ -40,7 +40,9 @@ def _normal(mean: float, std: float):
 # The weight gradient Σ_rows xᵀ g needs x transposed; left to itself, XLA CPU fuses the element-wise
 # producers of x (the backward pass's products and sums) into that transpose, a strided loop that took
 # 10–12 ms on the water embedding net's (11,568 × 50) float32 rows against ~1 ms for the products and a
-# plain transpose apart. The optimisation barrier keeps them apart.
+# plain transpose apart. The optimisation barrier keeps them apart. Being a custom_vjp, the nets take
+# reverse-mode derivatives to any order (forces, virials, the weight gradient through them, Hessians as
+# jacrev(jacrev(...))) but not forward mode (jax.jvp, jacfwd, jax.hessian).
 @jax.custom_vjp
 def dense(x: jax.Array, w: jax.Array) -> jax.Array:
     """x: (..., in), w: (in, out) → x @ w: (..., out)."""
