@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# DeePMD-kit 3.2.0 (TensorFlow backend, CPU, float64) accuracy baseline on the water benchmark.
+# DeePMD-kit 3.2.0 (TensorFlow backend, CPU, float64; PRECISION=float32 for float32 nets) accuracy baseline
+# on the water benchmark.
 #
 #   bash bench/deepmd_water_baseline.sh [SEEDS...]      (default seeds: 10 20 30)
 #
@@ -20,10 +21,11 @@ nice -n "${NICE:-19}" bash "$DK" install tf >/dev/null
 
 for seed in "${SEEDS[@]}"; do
   dir="$OUT_ROOT/seed$seed"; mkdir -p "$dir"
-  python3 - "$SRC" "$dir/input.json" "$seed" "$DATA" "${INIT_SEED:-seed}" <<'PY'
+  python3 - "$SRC" "$dir/input.json" "$seed" "$DATA" "${INIT_SEED:-seed}" "${PRECISION:-float64}" <<'PY'
 import json, sys
-src, dst, seed, data, init = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+src, dst, seed, data, init, prec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 d = json.load(open(src))
+d["model"]["descriptor"]["precision"] = d["model"]["fitting_net"]["precision"] = prec
 d["training"]["seed"] = seed
 if init != "config":
     d["model"]["descriptor"]["seed"] = d["model"]["fitting_net"]["seed"] = seed
