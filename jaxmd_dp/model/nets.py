@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": jnp.tanh,
@@ -36,46 +37,29 @@ def _normal(mean: float, std: float):
     return init
 
 
-# x @ w with its derivatives written as :func:`dense` and :func:`_weight_grad` again, to every order.
-# The weight gradient Σ_rows xᵀ g needs x transposed; left to itself, XLA CPU fuses the element-wise
-# producers of x (the backward pass's products and sums) into that transpose, a strided loop that took
-# 10–12 ms on the water embedding net's (11,568 × 50) float32 rows against ~1 ms for the products and a
-# plain transpose apart. The optimisation barrier keeps them apart. Being a custom_vjp, the nets take
-# reverse-mode derivatives to any order (forces, virials, the weight gradient through them, Hessians as
-# jacrev(jacrev(...))) but not forward mode (jax.jvp, jacfwd, jax.hessian).
-@jax.custom_vjp
+# x @ w whose derivative keeps x behind an optimisation barrier. The weight gradient Σ_rows xᵀ g needs x
+# transposed; left to itself, XLA CPU fuses the element-wise producers of x (the backward pass's products
+# and sums) into that transpose, a strided loop that took 10–12 ms on the water embedding net's
+# (11,568 × 50) float32 rows against ~1 ms for the products and a plain transpose apart. The tangent
+# dx·w + barrier(x)·dw transposes to barrier(x)ᵀ·g, so x is materialised before it is transposed. Being a
+# custom_jvp, it has derivatives of any order in forward and reverse mode (jax.jvp, jax.hessian, ...).
+@jax.custom_jvp
 def dense(x: jax.Array, w: jax.Array) -> jax.Array:
     """x: (..., in), w: (in, out) → x @ w: (..., out)."""
     return x @ w
 
 
-def _dense_fwd(x, w):
-    return x @ w, (x, w)
+def _dense_jvp(primals, tangents):
+    x, w = primals
+    dx, dw = tangents
+    y = dense(x, w)
+    parts = [] if isinstance(dx, SymbolicZero) else [dense(dx, w)]
+    if not isinstance(dw, SymbolicZero):  # a weight tangent: the weight gradient's side
+        parts.append(jax.lax.optimization_barrier(x) @ dw)
+    return y, sum(parts[1:], parts[0]) if parts else jnp.zeros_like(y)
 
 
-def _dense_bwd(res, g):
-    x, w = res
-    return dense(g, w.T), _weight_grad(x, g)
-
-
-@jax.custom_vjp
-def _weight_grad(x: jax.Array, g: jax.Array) -> jax.Array:
-    """Σ over rows of xᵀ g: (in, out) from x (..., in), g (..., out)."""
-    x2, g2 = jax.lax.optimization_barrier((x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])))
-    return x2.T @ g2
-
-
-def _weight_grad_fwd(x, g):
-    return _weight_grad(x, g), (x, g)
-
-
-def _weight_grad_bwd(res, c):
-    x, g = res
-    return dense(g, c.T), dense(x, c)
-
-
-dense.defvjp(_dense_fwd, _dense_bwd)
-_weight_grad.defvjp(_weight_grad_fwd, _weight_grad_bwd)
+dense.defjvp(_dense_jvp, symbolic_zeros=True)
 
 
 def has_skip(n_in: int, n_out: int) -> bool:
