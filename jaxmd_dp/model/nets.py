@@ -53,10 +53,11 @@ def _dense_jvp(primals, tangents):
     x, w = primals
     dx, dw = tangents
     y = dense(x, w)
-    parts = [] if isinstance(dx, SymbolicZero) else [dense(dx, w)]
+    dy = None if isinstance(dx, SymbolicZero) else dense(dx, w)
     if not isinstance(dw, SymbolicZero):  # a weight tangent: the weight gradient's side
-        parts.append(jax.lax.optimization_barrier(x) @ dw)
-    return y, sum(parts[1:], parts[0]) if parts else jnp.zeros_like(y)
+        dy_w = jax.lax.optimization_barrier(x) @ dw
+        dy = dy_w if dy is None else dy + dy_w
+    return y, jnp.zeros_like(y) if dy is None else dy
 
 
 dense.defjvp(_dense_jvp, symbolic_zeros=True)
