@@ -52,12 +52,12 @@ def dense(x: jax.Array, w: jax.Array) -> jax.Array:
 def _dense_jvp(primals, tangents):
     x, w = primals
     dx, dw = tangents
-    y = dense(x, w)
+    # JAX calls this rule only when dx or dw is not a symbolic zero, so dy is always set
     dy = None if isinstance(dx, SymbolicZero) else dense(dx, w)
     if not isinstance(dw, SymbolicZero):  # a weight tangent: the weight gradient's side
         dy_w = jax.lax.optimization_barrier(x) @ dw
         dy = dy_w if dy is None else dy + dy_w
-    return y, jnp.zeros_like(y) if dy is None else dy
+    return dense(x, w), dy
 
 
 dense.defjvp(_dense_jvp, symbolic_zeros=True)
