@@ -130,6 +130,13 @@ _pos_float = _above(_float, 0.0)
 _nonneg_float = _above(_float, 0.0, strict=False)
 
 
+def _table_nodes(v: Any) -> int:
+    n = _int(v)
+    if n != 0 and not 16 <= n <= 1 << 16:
+        raise _Bad(f"expected 0 (off) or a node count from 16 to 65536, got {_show(v)}")
+    return n
+
+
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def checked(v: Any) -> Any:
         return None if v is None else check(v)
@@ -635,6 +642,9 @@ class TrainingConfig(_Section):
     pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
     enough sel slots empty, and hold only the neighbour slots the data fills (same results;
     :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
+    embedding_table (jaxmd_dp): 0 (default) runs the embedding nets on every pair; N ≥ 16 trains with them
+    interpolated from N nodes per step (DeePMD-kit's model compression, used while training; needs
+    pair_packing; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 1024 is a good value.
     """
 
     _path = "training"
@@ -690,6 +700,12 @@ class TrainingConfig(_Section):
     strict_sel: bool = _field(_bool, False)
     kernels: str = _field(_choice(KERNELS), "auto")
     pair_packing: bool = _field(_bool, True)
+    embedding_table: int = _field(_table_nodes, 0)
+
+    def _check(self) -> None:
+        if self.embedding_table and not self.pair_packing:
+            raise _key_error(f"{self._path}.embedding_table", "needs training.pair_packing true (the table runs on "
+                             "the packed pairs)")
 
 
 def _validating_off(v: Any) -> bool:

@@ -145,7 +145,7 @@ def _init_fn(hyper: ModelHyper):
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None,
+    keep: tuple[int, ...] | None = None, table: int = 0,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -160,6 +160,8 @@ def atomic_energy(
     keep: (static, with ``pack``) ``nlist`` holds only the first keep[t] slots of each type's section (a
     list built with sel = keep, :func:`pair_pack.keep_sizes`); every atom must have at most keep[t]
     neighbours of type t. Same energies as without.
+    table: (static, with ``pack``) > 0: interpolate the embedding nets from this many nodes
+    (:mod:`jaxmd_dp.model.embed_table`; the training option ``training.embedding_table``), 0: exact.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
@@ -171,7 +173,10 @@ def atomic_energy(
         slots = kept_slots(hyper.sel, keep)
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
-    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack), keep)
+    if table and pack is None:
+        raise ValueError("table needs pack (the embedding table runs on the packed pairs)")
+    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack), keep,
+                                                int(table))
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -201,13 +206,14 @@ class Prediction(NamedTuple):
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None,
+    keep: tuple[int, ...] | None = None, table: int = 0,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
     box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
-    atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``: see :func:`atomic_energy`.
+    atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``, ``table``: see
+    :func:`atomic_energy`.
     """
     nf = coord.shape[0]
 
@@ -215,7 +221,7 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep, table)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)

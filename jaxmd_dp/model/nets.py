@@ -78,17 +78,22 @@ class Layer(nn.Module):
     dtype: jnp.dtype = jnp.float64
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, dx: jax.Array | None = None):
+        """x: (..., in) → y: (..., out); with a tangent dx (..., in) also dy = ∂y/∂x · dx → (y, dy)."""
         n_in = x.shape[-1]
         matrix = self.param("matrix", _normal(0.0, (n_in + self.features) ** -0.5), (n_in, self.features), self.dtype)
         bias = self.param("bias", _normal(0.0, 1.0), (self.features,), self.dtype)
-        y = ACTIVATIONS[self.activation](dense(x, matrix) + bias)
+        act = ACTIVATIONS[self.activation]
+        z = dense(x, matrix) + bias
+        y, dy = (act(z), None) if dx is None else jax.jvp(act, (z,), (dense(dx, matrix),))
         skip = self.resnet and has_skip(n_in, self.features)
         if skip and self.resnet_dt:
-            y = y * self.param("idt", _normal(0.1, 0.001), (self.features,), self.dtype)
+            idt = self.param("idt", _normal(0.1, 0.001), (self.features,), self.dtype)
+            y, dy = y * idt, None if dy is None else dy * idt
         if skip:
-            y = y + (x if self.features == n_in else jnp.concatenate([x, x], axis=-1))
-        return y
+            twice = (lambda v: v) if self.features == n_in else (lambda v: jnp.concatenate([v, v], axis=-1))
+            y, dy = y + twice(x), None if dy is None else dy + twice(dx)
+        return y if dx is None else (y, dy)
 
 
 def _hidden_layers(x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype) -> jax.Array:
@@ -108,8 +113,14 @@ class EmbeddingNet(nn.Module):
     dtype: jnp.dtype = jnp.float64
 
     @nn.compact
-    def __call__(self, s: jax.Array) -> jax.Array:
-        return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype)
+    def __call__(self, s: jax.Array, ds: jax.Array | None = None):
+        """G(s); with a tangent ds (..., 1) also G'(s)·ds → (G, dG) (for :mod:`embed_table`'s nodes)."""
+        if ds is None:
+            return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype)
+        x, dx = s.astype(self.dtype), ds.astype(self.dtype)
+        for k, n in enumerate(self.neuron):
+            x, dx = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x, dx)
+        return x, dx
 
 
 class FittingNet(nn.Module):

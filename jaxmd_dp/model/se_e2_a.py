@@ -18,10 +18,44 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero, linear_call
 
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
+
+
+def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
+    """Σ_s R_sᵀ G_s over the slots: R (nf, n, s, 4), G (nf, n, s, M1) → (nf, n, 4, M1)."""
+    return jnp.einsum("fnsa,fnsm->fnam", R, G)
+
+
+def _spread(R: jax.Array, ct: jax.Array) -> jax.Array:
+    """env_product's transpose in G: ct (nf, n, 4, M1) → Σ_a R_sa ct_a (nf, n, s, M1), as four
+    element-wise products (XLA CPU runs the dot_general form, an inner size of 4, 4–5× slower)."""
+    return sum(R[..., :, a:a + 1] * ct[..., a:a + 1, :] for a in range(R.shape[-1]))
+
+
+@jax.custom_jvp
+def env_product_train(R: jax.Array, G: jax.Array) -> jax.Array:
+    """:func:`env_product` for the training step: same values and derivatives, but the G-tangent term
+    is a ``linear_call`` whose transpose (the force's and the weight gradient's dG) is :func:`_spread`.
+    Limits of ``linear_call``: no vmap, and R must not be differentiated through that term twice (the
+    training step differentiates R once, for forces and virials); elsewhere use :func:`env_product`."""
+    return env_product(R, G)
+
+
+def _env_product_train_jvp(primals, tangents):
+    R, G = primals
+    dR, dG = tangents
+    # JAX calls this rule only when dR or dG is not a symbolic zero
+    parts = [] if isinstance(dR, SymbolicZero) else [env_product_train(dR, G)]
+    if not isinstance(dG, SymbolicZero):
+        parts.append(linear_call(env_product, _spread, R, dG))
+    return env_product_train(R, G), sum(parts[1:], parts[0])
+
+
+env_product_train.defjvp(_env_product_train_jvp, symbolic_zeros=True)
 
 
 class DescriptorSeA(nn.Module):
@@ -46,7 +80,9 @@ class DescriptorSeA(nn.Module):
         """capacity: most atoms of each type per frame (static; default natoms); used to run the
         centre-type embedding nets (type_one_side false) on their type's atoms only.
         packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D.
-        With ``packing.keep``, R holds only the first keep[t] slots of each type's section."""
+        With ``packing.keep``, R holds only the first keep[t] slots of each type's section. Packing is
+        the training step's path (:func:`env_product_train`); with ``packing.table`` the nets are
+        interpolated (:mod:`jaxmd_dp.model.embed_table`)."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -77,12 +113,12 @@ class DescriptorSeA(nn.Module):
         for tj in range(self.ntypes):
             Rt = R[:, :, ksec[tj] : ksec[tj + 1], :]  # (nf, n, held_t, 4)
             if packing is None:
-                T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, net_for(tj)(Rt[..., :1]))  # G: (nf, n, sel_t, M1)
+                T = T + env_product(Rt, net_for(tj)(Rt[..., :1]))  # G: (nf, n, sel_t, M1)
             else:  # real pairs packed; empty slots' share added from ntypes × sel_t evaluations
                 mask = packing.mask[:, :, ksec[tj] : ksec[tj + 1]]
-                G = packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj])  # 0 in empty slots
+                G = packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], packing.table)  # 0 in empty slots
                 empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
-                T = T + jnp.einsum("fnsa,fnsm->fnam", Rt, G) + empty_slot_term(net_for(tj), mask, empty, centre)
+                T = T + env_product_train(Rt, G) + empty_slot_term(net_for(tj), mask, empty, centre)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
         return D.reshape(D.shape[:2] + (-1,))

@@ -288,12 +288,18 @@ class Trainer:
                                                         self.hyper.sel)
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack)
+                                       self.config.training.kernels, pack,
+                                       self.config.training.embedding_table if pack else 0)
         packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
                   for (n, _), lay in layouts.items() if lay.pack]
         if packed:
             self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
                      + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
+        if self.config.training.embedding_table:
+            exact = [n for (n, _), lay in layouts.items() if not lay.pack]
+            self.log(f"embedding nets interpolated from {self.config.training.embedding_table} nodes per step "
+                     "(training.embedding_table; the trained model is exact)"
+                     + (f"; exact nets for {exact} atoms (no packing there)" if exact else ""))
         return layouts
 
     def _compute_stats(self) -> Stats:

@@ -81,6 +81,19 @@ def test_pair_packing_changes_no_number(full_run, tmp_path):
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:3]
 
 
+def test_embedding_table_trains_like_exact_nets(full_run, tmp_path):
+    """training.embedding_table interpolates the embedding nets from 1,024 nodes: the learning curve is
+    the exact one to the digits lcurve prints."""
+    _, full_out, _ = full_run
+    out = tmp_path / "table"
+    tab = Trainer(small_config(numb_steps=100, embedding_table=1024), out, log=lambda *a: None)
+    assert all(lay.table == 1024 for lay in tab.layouts.values())
+    tab.fit(20)
+    got = np.array([r.split()[1:] for r in lcurve_rows(out / "lcurve.out")], float)
+    want = np.array([r.split()[1:] for r in lcurve_rows(full_out / "lcurve.out")[:3]], float)
+    np.testing.assert_allclose(got, want, rtol=2e-3)  # lcurve prints 3–4 digits
+
+
 def test_checkpoint_usable_by_test(full_run, capsys):
     from jaxmd_dp import test as dptest
     from jaxmd_dp.cli_util import run_cli

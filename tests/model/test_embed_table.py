@@ -1,0 +1,132 @@
+"""The training step's two shortcuts keep the model's numbers:
+
+- ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum;
+- the tabulated embedding (``training.embedding_table``) interpolates G(s) and its slope to ~1e-10, and
+  predictions and the force-loss weight gradient with it match the exact nets on DeePMD-kit's fixture.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fixture_models import load_fixture, max_rel
+from jaxmd_dp.geometry.neighbor import allocate, build
+from jaxmd_dp.model.embed_table import hermite_basis, tabulated_embedding
+from jaxmd_dp.model.energy import Stats, predict
+from jaxmd_dp.model.nets import EmbeddingNet
+from jaxmd_dp.model.pair_pack import pair_counts
+from jaxmd_dp.model.se_e2_a import env_product, env_product_train
+
+RNG = np.random.default_rng(3)
+R = jnp.asarray(RNG.normal(size=(1, 3, 5, 4)))  # (nf, n, slots, 4)
+G = jnp.asarray(RNG.normal(size=(1, 3, 5, 6)))  # (nf, n, slots, M1)
+
+
+def _energy(prod, r, g):
+    return jnp.sum(jnp.tanh(prod(r, g * jnp.sum(r, -1, keepdims=True))))  # G depends on R, as in the model
+
+
+PRODUCT_DERIVATIVES = {
+    "grad": lambda p: jax.grad(_energy, (1, 2))(p, R, G),
+    "jvp": lambda p: jax.jvp(lambda r, g: _energy(p, r, g), (R, G), (G[..., :4], R[..., :1] * G))[1],
+    # the training step's case: the G-gradient of a loss on the R-gradient ("forces")
+    "grad_of_force_loss": lambda p: jax.grad(lambda g: jnp.sum(jax.grad(_energy, 1)(p, R, g) ** 2))(G),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_DERIVATIVES))
+def test_env_product_train_derivatives_equal_einsum(name):
+    got, want = PRODUCT_DERIVATIVES[name](env_product_train), PRODUCT_DERIVATIVES[name](env_product)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_hermite_basis_interpolates_cubics_exactly():
+    """The cubic Hermite interpolant reproduces any cubic from its end values and slopes."""
+    c = RNG.normal(size=4)
+    f = lambda x: c[0] + c[1] * x + c[2] * x**2 + c[3] * x**3  # noqa: E731
+    df = lambda x: c[1] + 2 * c[2] * x + 3 * c[3] * x**2  # noqa: E731
+    a, h = 0.3, 0.7
+    t = jnp.linspace(0.0, 1.0, 11)
+    got = hermite_basis(t) @ jnp.array([f(a), h * df(a), f(a + h), h * df(a + h)])
+    np.testing.assert_allclose(got, f(a + h * t), rtol=1e-13, atol=1e-13)
+
+
+@pytest.fixture(scope="module")
+def net():
+    """A DeePMD-sized embedding net (25, 50, 100) with DeePMD-kit's initialisation, and its weights."""
+    module = EmbeddingNet((25, 50, 100), dtype=jnp.float64)
+    params = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 1)))
+    return module, params
+
+
+def test_net_tangent_is_its_derivative(net):
+    module, params = net
+    s = jnp.linspace(-1.0, 6.0, 9)[:, None]
+    value, slope = module.apply(params, s, jnp.ones_like(s))
+    want = jax.jvp(lambda x: module.apply(params, x), (s,), (jnp.ones_like(s),))
+    np.testing.assert_allclose(value, want[0], rtol=1e-14)
+    np.testing.assert_allclose(slope, want[1], rtol=1e-12, atol=1e-14)
+
+
+def test_table_error_falls_as_h4(net):
+    """G and dG/ds from the table against the net on 2,000 random s in DeePMD's normalised range; the
+    value's error shrinks ~16× per halving of the node spacing (cubic Hermite, h⁴), the slope's ~8×."""
+    module, params = net
+    s = jnp.asarray(np.sort(RNG.uniform(-1.0, 6.0, 2000)))[:, None]
+    ones = jnp.ones_like(s)
+    exact, dexact = jax.jvp(lambda x: module.apply(params, x), (s,), (ones,))  # each row depends on its s only
+    errors = {}
+    for nodes in (128, 256, 1024):
+        tab = lambda x: tabulated_embedding(lambda *a: module.apply(params, *a), x, nodes)  # noqa: E731
+        got, dgot = jax.jvp(tab, (s,), (ones,))
+        errors[nodes] = (max_rel(got, exact), max_rel(dgot, dexact))
+    assert errors[1024][0] < 1e-10 and errors[1024][1] < 1e-7, errors
+    assert 8 < errors[128][0] / errors[256][0] < 32 and 4 < errors[128][1] / errors[256][1] < 16, errors
+
+
+def test_table_needs_enough_nodes(net):
+    module, params = net
+    with pytest.raises(ValueError, match="at least 16 nodes"):
+        tabulated_embedding(lambda *a: module.apply(params, *a), jnp.zeros((3, 1)), 8)
+
+
+@pytest.fixture(scope="module")
+def cu_case():
+    hyper, params, stats, p = load_fixture("cu_virial")
+    spec = allocate(p["coord"], p["box"], hyper.rcut, hyper.sel)
+    coord, box, atype = jnp.asarray(p["coord"][:1]), jnp.asarray(p["box"][:1]), jnp.asarray(p["atype"])
+    nl = build(spec, coord, box, atype, order="any")
+    sizes = tuple(int(c) for c in np.asarray(pair_counts(nl.idx >= 0, hyper.sel)).max(axis=0))
+    return hyper, params, Stats(*stats), spec, sizes, coord, box, atype
+
+
+def test_table_predictions_and_weight_gradient_match_exact(cu_case):
+    """Energies, forces, virials and the weight gradient of a force + energy + virial loss with the nets
+    tabulated on 1,024 nodes against the exact packed nets (DeePMD-kit's Cu fixture weights)."""
+    hyper, params, stats, spec, sizes, coord, box, atype = cu_case
+
+    def run(params, table):
+        nl = build(spec, coord, box, atype, order="any")
+        return predict(hyper, params, stats, coord, box, atype, nl, None, None, sizes, None, table)
+
+    def loss(params, table):
+        pr = run(params, table)
+        return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
+
+    exact, tab = jax.jit(lambda q: run(q, 0))(params), jax.jit(lambda q: run(q, 1024))(params)
+    for key in ("energy", "force", "virial"):
+        err = max_rel(getattr(tab, key), getattr(exact, key))
+        assert 0 < err <= 1e-8, f"{key}: {err:.2e}"  # > 0: the table was used
+    g_exact = jax.jit(jax.grad(lambda q: loss(q, 0)))(params)
+    g_tab = jax.jit(jax.grad(lambda q: loss(q, 1024)))(params)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g_tab), jax.tree_util.tree_leaves(g_exact)):
+        assert max_rel(a, b) <= 1e-6, jax.tree_util.keystr(path)
+
+
+def test_table_needs_packing(cu_case):
+    hyper, params, stats, spec, sizes, coord, box, atype = cu_case
+    nl = build(spec, coord, box, atype, order="any")
+    with pytest.raises(ValueError, match="table needs pack"):
+        predict(hyper, params, stats, coord, box, atype, nl, None, None, None, None, 1024)
