@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 MIN_NODES = 16
 
@@ -27,6 +28,39 @@ def hermite_basis(t: jax.Array) -> jax.Array:
     """Cubic Hermite basis at t ∈ [0, 1] (...,) → (..., 4): weights of Y_k, h·Y'_k, Y_{k+1}, h·Y'_{k+1}."""
     t2, t3 = t * t, t * t * t
     return jnp.stack([1 - 3 * t2 + 2 * t3, t - 2 * t2 + t3, 3 * t2 - 2 * t3, t3 - t2], axis=-1)
+
+
+def hermite_basis_slope(t: jax.Array) -> jax.Array:
+    """d/dt of :func:`hermite_basis`: (...,) → (..., 4)."""
+    t2 = t * t
+    return jnp.stack([6 * t2 - 6 * t, 1 - 4 * t + 3 * t2, 6 * t - 6 * t2, 3 * t2 - 2 * t], axis=-1)
+
+
+def _combine(basis: jax.Array, rows) -> jax.Array:
+    """Σ_c basis[..., c] · rows[c]: basis (..., 4), rows four (..., M1) arrays (None: zero) → (..., M1)."""
+    terms = [basis[..., c:c + 1] * r for c, r in enumerate(rows) if r is not None]
+    return sum(terms[1:], terms[0])
+
+
+@jax.custom_jvp
+def hermite(t: jax.Array, y0: jax.Array, m0: jax.Array, y1: jax.Array, m1: jax.Array) -> jax.Array:
+    """Cubic Hermite interpolation at t ∈ [0, 1] (...,) between rows y0, y1 (..., M1) with scaled slopes
+    m0 = h·y0', m1 = h·y1' → (..., M1). Its t-derivative is one combination of the rows (so the cotangent
+    of t is one reduction over M1, not one per basis weight)."""
+    return _combine(hermite_basis(t), (y0, m0, y1, m1))
+
+
+def _hermite_jvp(primals, tangents):
+    t, *rows = primals
+    dt, *drows = tangents
+    drows = [None if isinstance(d, SymbolicZero) else d for d in drows]
+    parts = [] if all(d is None for d in drows) else [_combine(hermite_basis(t), drows)]
+    if not isinstance(dt, SymbolicZero):
+        parts.append(_combine(hermite_basis_slope(t), rows) * dt[..., None])
+    return hermite(t, *rows), sum(parts[1:], parts[0])
+
+
+hermite.defjvp(_hermite_jvp, symbolic_zeros=True)
 
 
 def tabulated_embedding(net, s: jax.Array, nodes: int) -> jax.Array:
@@ -46,8 +80,6 @@ def tabulated_embedding(net, s: jax.Array, nodes: int) -> jax.Array:
     hslopes = h * slopes
     u = (x - lo) / h
     k = jnp.clip(jnp.floor(jax.lax.stop_gradient(u)).astype(jnp.int32), 0, nodes - 2)
-    b = hermite_basis(u - k.astype(u.dtype))[..., None, :]  # (..., 1, 4)
     # four (..., M1) row gathers combined element-wise: faster on XLA CPU than one gather of
     # (..., 4, M1) blocks followed by a (1 × 4)·(4 × M1) product per pair
-    return (b[..., 0] * values[k] + b[..., 1] * hslopes[k]
-            + b[..., 2] * values[k + 1] + b[..., 3] * hslopes[k + 1])
+    return hermite(u - k.astype(u.dtype), values[k], hslopes[k], values[k + 1], hslopes[k + 1])
