@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/train_speed.py [--inputs water copper almgcu] [--steps 200] [--repeats 2]
                                          [--precision float64 float32] [--backends tf pt] [--ours-only]
+                                         [--table 1024]
 
 For each input of ../shared/bench (water_se_e2_a.json, copper_asc22.json, almgcu.json) and precision, it
 writes one input file (absolute data paths, numb_steps/disp_freq set, descriptor and fitting precision),
@@ -12,7 +13,8 @@ start-up: the overhead (whole-run wall time minus steps × s/step: imports, stat
 validation, checkpoints) and ours in parts (neighbour scan, data statistics, first step with compilation);
 our first run starts with an empty compilation cache (cold), later repeats load from it (warm). Also peak
 RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary) and the
-achieved GFLOP/s against a 2048² matmul measured in this run.
+achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` adds runs of ours with
+``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's.
 """
 
 from __future__ import annotations
@@ -91,10 +93,10 @@ def last_rmse(lcurve: Path) -> dict:
     return {k: float(v) for k, v in zip(head, row) if k in ("rmse_e_trn", "rmse_f_trn", "rmse_e_val", "rmse_f_val")}
 
 
-def ours(inp: Path, run_dir: Path, cache: Path) -> dict:
+def ours(inp: Path, run_dir: Path, cache: Path, overrides: list[str] = ()) -> dict:
     log = run_dir.with_suffix(".log")
     rc, wall, rss = run([sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(run_dir), "--force",
-                         "--compile-cache", str(cache)], ROOT, log)
+                         "--compile-cache", str(cache), *overrides], ROOT, log)
     text = log.read_text()
     if rc != 0:
         return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
@@ -129,6 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--backends", nargs="+", default=["tf"], choices=["tf", "pt", "jax"])
     p.add_argument("--ours-only", action="store_true", help="skip DeePMD-kit")
     p.add_argument("--out", default=None, help="keep runs here (default: a temp dir)")
+    p.add_argument("--table", type=int, default=0, help="also run ours with training.embedding_table=N")
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="train_speed_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -138,42 +141,52 @@ def main(argv=None) -> int:
     for name in args.inputs:
         for prec in args.precision:
             inp = write_input(name, args.steps, args.disp, prec, out)
-            codes = [("jaxmd_dp", None)] + ([] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends])
+            codes = [("jaxmd_dp", None)] + ([("jaxmd_dp-table", "table")] if args.table else [])
+            codes += [] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends]
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
-            cache = out / f"xla_cache_{name}_{prec}"  # our first run compiles (cold), later ones load (warm)
-            shutil.rmtree(cache, ignore_errors=True)
+            caches = {c: out / f"xla_cache_{name}_{prec}{c[8:]}" for c, b in codes if b in (None, "table")}
+            for cache in caches.values():  # our first run compiles (cold), later ones load (warm)
+                shutil.rmtree(cache, ignore_errors=True)
             for rep in range(args.repeats):
                 for code, backend in codes:
                     d = out / f"{name}_{prec}_{code}_{rep}"
-                    r = ours(inp, d, cache) if backend is None else deepmd(backend, inp, d)
+                    if backend in (None, "table"):
+                        extra = [f"training.embedding_table={args.table}"] if backend else []
+                        r = ours(inp, d, caches[code], extra)
+                    else:
+                        r = deepmd(backend, inp, d)
                     if r["rc"] == 0:  # everything that is not a steady-state step: imports, statistics, compiles, ...
                         r["overhead_s"] = r["wall"] - r["s_step"] * args.steps
                     res[code].append(r)
                     print(f"{name} {prec} {code} run {rep}: " + json.dumps({k: round(v, 4) if isinstance(v, float)
                                                                              else v for k, v in r.items()}), flush=True)
             mine = [r["s_step"] for r in res["jaxmd_dp"] if r["rc"] == 0]
+            tab = [r["s_step"] for r in res.get("jaxmd_dp-table", []) if r["rc"] == 0]
             for code, _ in codes:
                 ok = [r for r in res[code] if r["rc"] == 0]
                 if not ok:
-                    table.append((name, prec, code, None, None, "", "", "", ""))
+                    table.append((name, prec, code, None, None, None, "", "", "", ""))
                     continue
                 s = statistics.median(r["s_step"] for r in ok)
                 ratio = s / statistics.median(mine) if mine else None
+                ratio_t = s / statistics.median(tab) if tab else None
                 over = " / ".join(f"{r['overhead_s']:.1f}" for r in ok[:2])
                 start = (f"overhead {over} s{' (cold / warm cache)' if len(ok) > 1 else ' (cold)'}; scan "
                          f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
                          + " / ".join(f"{r['first_step_s']:.1f}" for r in ok[:2]) + " s"
-                         if code == "jaxmd_dp" else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
+                         if code.startswith("jaxmd_dp") else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
                 rate = (f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
                         f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul" if ok[0].get("gflop") else "")
                 rmse = f"e {ok[-1].get('rmse_e_trn', float('nan')):.2e} f {ok[-1].get('rmse_f_trn', float('nan')):.2e}"
-                table.append((name, prec, code, s, ratio, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse, rate))
-    print("\n| input | precision | code | s/step (median) | its s/step ÷ ours | start-up | peak RSS GB | last rmse (trn) | FLOP rate |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, prec, code, s, ratio, start, rss, rmse, rate in table:
+                table.append((name, prec, code, s, ratio, ratio_t, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse,
+                              rate))
+    print("\n| input | precision | code | s/step (median) | its s/step ÷ ours | ÷ ours-table | start-up | peak RSS GB "
+          "| last rmse (trn) | FLOP rate |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, prec, code, s, ratio, ratio_t, start, rss, rmse, rate in table:
         sv = f"{s:.4f}" if s is not None else "failed"
-        rv = f"{ratio:.2f}x" if ratio is not None else ""
-        print(f"| {name} | {prec} | {code} | {sv} | {rv} | {start} | {rss} | {rmse} | {rate} |")
+        rv, rt = (f"{r:.2f}x" if r is not None else "" for r in (ratio, ratio_t))
+        print(f"| {name} | {prec} | {code} | {sv} | {rv} | {rt} | {start} | {rss} | {rmse} | {rate} |")
     return 0
 
 
