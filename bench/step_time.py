@@ -1,13 +1,14 @@
 """Time the jitted training step alone: a trainer built from CONFIG, a few fixed batches cycled, no lcurve,
 validation or checkpoints. For A/B comparisons of the step (run it alternately from two checkouts).
 
-    .venv/bin/python bench/step_time.py CONFIG [--precision float64] [--steps 40] [--batches 4]
+    .venv/bin/python bench/step_time.py CONFIG [--precision float64] [--steps 40] [--batches 4] [--table 0 1024]
 
 CONFIG: our YAML or a DeePMD-kit input.json (e.g. runs/speed*/water_float64.json from bench/train_speed.py).
 Prints the compile time of the batches' shapes, then the median and minimum of ``--steps`` step times
 (milliseconds), the median CPU time of the process per step (all threads; less sensitive than wall time to
 other load on a shared machine), and the loss metrics of the last step (the same for two checkouts that
-compute the same numbers, as batches and seed are fixed).
+compute the same numbers, as batches and seed are fixed). ``--table 0 1024`` times the step with the exact
+embedding nets and with ``training.embedding_table=1024`` in one process, alternating step by step.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--compile-cache", default="off")
+    p.add_argument("--table", type=int, nargs="+", default=[0],
+                   help="training.embedding_table settings to time alternately in this process (0: exact nets)")
     args = p.parse_args(argv)
 
     import jax
@@ -39,26 +42,34 @@ def main(argv=None) -> int:
                                        f"model.fitting_net.precision={args.precision}"])
     trainer = Trainer(config, tempfile.mkdtemp(prefix="step_time_"), log=lambda *a, **k: None)
     batches = [trainer.batches.next() for _ in range(args.batches)]
-    calls = [(device_batch(b), trainer.layout_for(b)) for b in batches]
-    state, stats = trainer.state, trainer.stats
-    t = time.perf_counter()
-    for batch, layout in calls:  # one step per batch: compiles each batch shape
-        state, metrics = trainer.train_step(state, stats, batch, layout)
-    jax.block_until_ready(state.step)
-    compile_s = time.perf_counter() - t
-    times, cpu = [], []
-    for i in range(args.steps):
-        batch, layout = calls[i % len(calls)]
-        t, c = time.perf_counter(), time.process_time()
-        state, metrics = trainer.train_step(state, stats, batch, layout)
-        jax.block_until_ready(state.step)
-        times.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
     shapes = sorted({(int(b["coord"].shape[0]), int(b["natoms"])) for b in batches})
-    last = {k: float(v) for k, v in metrics.items() if k.startswith("rmse")}
-    print(f"{args.config} {args.precision}: batches (frames, atoms) {shapes}; first steps (compile) "
-          f"{compile_s:.1f} s; step median {np.median(times) * 1e3:.1f} ms, min {np.min(times) * 1e3:.1f} ms "
-          f"over {args.steps}; CPU time (all threads) median {np.median(cpu) * 1e3:.1f} ms; last step {last}")
+    runs = []
+    for table in args.table:  # one jitted step per setting (the layout is a static argument)
+        calls = [(device_batch(b), trainer.layout_for(b)._replace(table=table if trainer.layout_for(b).pack else 0))
+                 for b in batches]
+        state = jax.tree_util.tree_map(lambda x: x.copy(), trainer.state)  # the step donates its state
+        t = time.perf_counter()
+        for batch, layout in calls:  # one step per batch: compiles each batch shape
+            state, metrics = trainer.train_step(state, trainer.stats, batch, layout)
+        jax.block_until_ready(state.step)
+        runs.append({"table": table, "calls": calls, "state": state, "compile_s": time.perf_counter() - t,
+                     "times": [], "cpu": []})
+    for i in range(args.steps):  # settings alternate step by step, so load on the machine hits all alike
+        batch_i = i % len(batches)
+        for r in runs:
+            batch, layout = r["calls"][batch_i]
+            t, c = time.perf_counter(), time.process_time()
+            r["state"], metrics = trainer.train_step(r["state"], trainer.stats, batch, layout)
+            jax.block_until_ready(r["state"].step)
+            r["times"].append(time.perf_counter() - t)
+            r["cpu"].append(time.process_time() - c)
+            r["last"] = {k: float(v) for k, v in metrics.items() if k.startswith("rmse")}
+    for r in runs:
+        times, cpu = r["times"], r["cpu"]
+        print(f"{args.config} {args.precision} embedding_table={r['table']}: batches (frames, atoms) {shapes}; "
+              f"first steps (compile) {r['compile_s']:.1f} s; step median {np.median(times) * 1e3:.1f} ms, "
+              f"min {np.min(times) * 1e3:.1f} ms over {args.steps}; CPU time (all threads) median "
+              f"{np.median(cpu) * 1e3:.1f} ms; last step {r['last']}")
     return 0
 
 
