@@ -1,6 +1,6 @@
 """Training cost per atom versus system size: the water box (192 atoms) and its 2×2×2 replica (1,536 atoms).
 
-    .venv/bin/python bench/size_scaling.py [--steps 30] [--disp 5] [--frames 8] [--precision float64]
+    .venv/bin/python bench/size_scaling.py [--steps 30] [--disp 5] [--frames 8] [--precision float64] [KEY=VALUE ...]
 
 Builds DeePMD-format systems from the first ``--frames`` frames of water data_3 (the replica: every atom
 copied to the 8 image cells, box doubled, energy × 8, forces copied), trains configs/water.yaml's model on
@@ -47,12 +47,12 @@ def replicate(coord, box, atype, energy, force, n: int):
     return c, box * n, np.tile(atype, n**3), energy * n**3, np.tile(force, (1, n**3, 1))
 
 
-def run(system: Path, steps: int, disp: int, precision: str, out: Path) -> dict:
+def run(system: Path, steps: int, disp: int, precision: str, out: Path, overrides=()) -> dict:
     cmd = [sys.executable, "-m", "jaxmd_dp.train", str(ROOT / "configs" / "water.yaml"), "-o", str(out), "--force",
            f"training.numb_steps={steps}", f"training.disp_freq={disp}", f"training.save_freq={steps}",
            f"training.training_data.systems=[{system}]", "training.validation_data=null",
            f"model.descriptor.precision={precision}", f"model.fitting_net.precision={precision}",
-           "model.data_stat_nbatch=2"]
+           "model.data_stat_nbatch=2", *overrides]
     log = out.with_suffix(".log")
     with open(log, "w") as f:
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=8)
     p.add_argument("--precision", default="float64", choices=["float64", "float32"])
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 2], help="replicas per box vector")
+    p.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. training.embedding_table=1024")
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from jaxmd_dp.data.system import load_system
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
         c, b, t, e, f = replicate(*base, n) if n > 1 else base
         path = tmp / f"water_{n}x{n}x{n}"
         write_system(path, c, b, t, e, f)
-        r = run(path, args.steps, args.disp, args.precision, tmp / f"run_{n}")
+        r = run(path, args.steps, args.disp, args.precision, tmp / f"run_{n}", args.overrides)
         r.update(natoms=int(c.shape[1]), s_step_atom=r["s_step"] / c.shape[1])
         rows.append(r)
         print(json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()}), flush=True)
