@@ -81,7 +81,7 @@ def tabulated_embedding(net, s: jax.Array, nodes: int) -> jax.Array:
     hslopes = h * slopes
     u = (x - lo) / h
     k = jnp.clip(jnp.floor(jax.lax.stop_gradient(u)).astype(jnp.int32), 0, nodes - 2)
-    # four (..., M1) row gathers combined element-wise: faster on XLA CPU than one gather of
-    # (..., 4, M1) blocks followed by a (1 × 4)·(4 × M1) product per pair
+    # four (pairs, M1) row gathers combined element-wise: faster on XLA CPU than one gather of
+    # (pairs, 4, M1) blocks followed by a (1 × 4)·(4 × M1) product per pair
     g = hermite(u - k.astype(u.dtype), values[k], hslopes[k], values[k + 1], hslopes[k + 1])
     return g.reshape(s.shape[:-1] + g.shape[-1:])
