@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     shapes = sorted({(int(b["coord"].shape[0]), int(b["natoms"])) for b in batches})
     runs = []
     for table in args.table:  # one jitted step per setting (the layout is a static argument)
-        calls = [(device_batch(b), trainer.layout_for(b)._replace(table=table if trainer.layout_for(b).pack else 0))
-                 for b in batches]
+        layouts = [trainer.layout_for(b) for b in batches]
+        calls = [(device_batch(b), lay._replace(table=table if lay.pack else 0)) for b, lay in zip(batches, layouts)]
         state = jax.tree_util.tree_map(lambda x: x.copy(), trainer.state)  # the step donates its state
         t = time.perf_counter()
         for batch, layout in calls:  # one step per batch: compiles each batch shape

@@ -144,7 +144,8 @@ def main(argv=None) -> int:
             codes = [("jaxmd_dp", None)] + ([("jaxmd_dp-table", "table")] if args.table else [])
             codes += [] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends]
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
-            caches = {c: out / f"xla_cache_{name}_{prec}{c[8:]}" for c, b in codes if b in (None, "table")}
+            caches = {c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}" for c, b in codes
+                      if b in (None, "table")}
             for cache in caches.values():  # our first run compiles (cold), later ones load (warm)
                 shutil.rmtree(cache, ignore_errors=True)
             for rep in range(args.repeats):
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
                 start = (f"overhead {over} s{' (cold / warm cache)' if len(ok) > 1 else ' (cold)'}; scan "
                          f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
                          + " / ".join(f"{r['first_step_s']:.1f}" for r in ok[:2]) + " s"
-                         if code.startswith("jaxmd_dp") else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
+                         if code.startswith("jaxmd_dp")
+                         else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
                 rate = (f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
                         f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul" if ok[0].get("gflop") else "")
                 rmse = f"e {ok[-1].get('rmse_e_trn', float('nan')):.2e} f {ok[-1].get('rmse_f_trn', float('nan')):.2e}"

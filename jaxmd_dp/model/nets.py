@@ -96,12 +96,16 @@ class Layer(nn.Module):
         return y if dx is None else (y, dy)
 
 
-def _hidden_layers(x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype) -> jax.Array:
-    """DeePMD's stack of residual layers ``layer_0 .. layer_{n-1}``; call inside a compact ``__call__``."""
+def _hidden_layers(x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype,
+                   dx: jax.Array | None = None):
+    """DeePMD's stack of residual layers ``layer_0 .. layer_{n-1}``; call inside a compact ``__call__``.
+    With a tangent dx, returns (x, dx) carried through every layer (see :class:`Layer`)."""
     x = x.astype(dtype)
+    dx = None if dx is None else dx.astype(dtype)
     for k, n in enumerate(neuron):
-        x = Layer(n, activation, True, resnet_dt, dtype, name=f"layer_{k}")(x)
-    return x
+        layer = Layer(n, activation, True, resnet_dt, dtype, name=f"layer_{k}")
+        x, dx = (layer(x), None) if dx is None else layer(x, dx)
+    return x if dx is None else (x, dx)
 
 
 class EmbeddingNet(nn.Module):
@@ -115,12 +119,7 @@ class EmbeddingNet(nn.Module):
     @nn.compact
     def __call__(self, s: jax.Array, ds: jax.Array | None = None):
         """G(s); with a tangent ds (..., 1) also G'(s)·ds → (G, dG) (for :mod:`embed_table`'s nodes)."""
-        if ds is None:
-            return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype)
-        x, dx = s.astype(self.dtype), ds.astype(self.dtype)
-        for k, n in enumerate(self.neuron):
-            x, dx = Layer(n, self.activation, True, self.resnet_dt, self.dtype, name=f"layer_{k}")(x, dx)
-        return x, dx
+        return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype, ds)
 
 
 class FittingNet(nn.Module):

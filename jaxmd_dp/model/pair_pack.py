@@ -42,7 +42,7 @@ class Packing(NamedTuple):
     empty: jax.Array
     sizes: tuple[int, ...]
     keep: tuple[int, ...] | None = None
-    table: int = 0  # (static) > 0: the embedding nets tabulated on this many nodes (:mod:`embed_table`)
+    table: int = 0
 
 
 PACK_MAX_FILL = 0.85  # pack only when the packed blocks are at most this fraction of the slots

@@ -31,7 +31,7 @@ class BatchLayout(NamedTuple):
     kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
     pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack);
     # then spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
-    table: int = 0  # with pack: the embedding nets interpolated from this many nodes (model.embed_table)
+    table: int = 0  # with pack (0 without): the embedding nets interpolated from this many nodes (model.embed_table)
 
 
 class TrainState(NamedTuple):
@@ -71,7 +71,7 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     kernels = None if layout.kernels == "auto" else layout.kernels
     nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                   layout.pack, None if layout.pack is None else spec.sel, layout.table if layout.pack else 0)
+                   layout.pack, None if layout.pack is None else spec.sel, layout.table)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
     return loss, metrics
