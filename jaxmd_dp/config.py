@@ -645,6 +645,8 @@ class TrainingConfig(_Section):
     embedding_table (jaxmd_dp): 0 (default) runs the embedding nets on every pair; N ≥ 16 trains with them
     interpolated from N nodes per step (DeePMD-kit's model compression, used while training; needs
     pair_packing; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 1024 is a good value.
+    neighbor_cache_mb (jaxmd_dp): host memory (MiB) for the training frames' neighbour lists, built once
+    and kept across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results); 0: built in every step.
     """
 
     _path = "training"
@@ -701,6 +703,7 @@ class TrainingConfig(_Section):
     kernels: str = _field(_choice(KERNELS), "auto")
     pair_packing: bool = _field(_bool, True)
     embedding_table: int = _field(_table_nodes, 0)
+    neighbor_cache_mb: int = _field(_nonneg_int, 2048)
 
     def _check(self) -> None:
         if self.embedding_table and not self.pair_packing:

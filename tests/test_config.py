@@ -217,6 +217,7 @@ def test_defaults_filled():
             "save_freq": 1000, "save_ckpt": "model.ckpt", "max_ckpt_keep": 5, "disp_training": True,
             "time_training": True, "tensorboard": False, "tensorboard_log_dir": "log", "tensorboard_freq": 1,
             "strict_sel": False, "kernels": "auto", "pair_packing": True, "embedding_table": 0,
+            "neighbor_cache_mb": 2048,
         },
     }  # fmt: skip
 
@@ -427,6 +428,7 @@ _ERROR_CASES = [
     ({"training.embedding_table": 8}, "training.embedding_table", "from 16 to 65536"),
     ({"training.embedding_table": 1024, "training.pair_packing": False}, "training.embedding_table",
      "training.pair_packing"),
+    ({"training.neighbor_cache_mb": -1}, "training.neighbor_cache_mb", ">= 0"),
     ({"training.numb_step": 3}, "training.numb_step", "another name for 'training.numb_steps'"),
     ({"training.systems": ["a"]}, "training.systems", "training.training_data.systems"),
     ({"model.descriptor.type": "se_atten", "model.descriptor.attn": 128}, "model.descriptor.type", "se_e2_a"),

@@ -195,7 +195,8 @@ def make_batch(system: System, idx: np.ndarray, sys_index: int = 0) -> dict:
 
     coord (nb, natoms, 3) Å; box (nb, 3, 3) Å (zeros when nopbc); atype (natoms,) int32;
     energy (nb,) eV; force (nb, natoms, 3) eV/Å; virial (nb, 9) eV (zeros where absent);
-    find_energy / find_force / find_virial 1.0 or 0.0; pbc bool; natoms int; sys_index int.
+    find_energy / find_force / find_virial 1.0 or 0.0; pbc bool; natoms int; sys_index int; frames (nb,)
+    int, the frames' indices in the system.
     """
     idx = np.asarray(idx, dtype=np.int64)
     nb, na = idx.shape[0], system.natoms
@@ -218,6 +219,7 @@ def make_batch(system: System, idx: np.ndarray, sys_index: int = 0) -> dict:
         "pbc": bool(system.pbc),
         "natoms": na,
         "sys_index": int(sys_index),
+        "frames": idx,
     }
 
 

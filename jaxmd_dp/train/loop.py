@@ -35,6 +35,7 @@ from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
+from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
 from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer
@@ -196,6 +197,7 @@ class Trainer:
             lambda w: DataSampler(self.train_systems, td.batch_size, td.auto_prob, td.sys_probs,
                                   seed=worker_seed(self.seed, w)), group_seed=self.seed)
         self.train_data = self.batches.samplers[0]  # this process's first worker
+        self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb)
         seed = worker_seed(self.seed, self.workers.worker_ids[0])
         self.valid_data = (DataSampler(self.valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=seed + 1)
                            if vd is not None else None)
@@ -409,7 +411,10 @@ class Trainer:
                 self._profile(step - start)
                 batch = self.batches.next()  # [data parallel] this process's workers' batches
                 recent[step] = int(batch["sys_index"])
-                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), self.layout_for(batch))
+                layout = self.layout_for(batch)
+                if self.neighbor_cache.enabled:  # lists built once per frame, not in every step
+                    batch = self.neighbor_cache.attach(batch, layout)
+                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), layout)
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
                 if step == start + 1:  # the first call compiles the step

@@ -232,6 +232,7 @@ def stack_batches(batches: Sequence[dict]) -> dict:
     out["pbc"], out["natoms"] = batches[0]["pbc"], batches[0]["natoms"]
     out["sys_index"] = batches[0]["sys_index"]
     out["sys_indices"] = [b["sys_index"] for b in batches]
+    out["frames"] = [b["frames"] for b in batches]
     return out
 
 

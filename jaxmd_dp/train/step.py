@@ -20,6 +20,7 @@ from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
 
 BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
+NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax")  # a batch's neighbour lists, when built outside the step
 
 
 class BatchLayout(NamedTuple):
@@ -59,21 +60,32 @@ def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weigh
 
 
 def device_batch(batch: dict) -> dict:
-    """The arrays of a sampler batch that the step reads (drops python metadata)."""
-    return {k: batch[k] for k in BATCH_KEYS}
+    """The arrays of a sampler batch that the step reads (drops python metadata), with its neighbour
+    lists when it carries them (:mod:`jaxmd_dp.train.neighbor_cache`)."""
+    return {k: batch[k] for k in BATCH_KEYS + NL_KEYS if k in batch}
 
 
 def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout,
                params, stats: Stats, batch: dict, lr):
-    """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks."""
+    """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks.
+
+    The neighbour lists are built here unless the batch carries them (``nl_idx`` (nb, natoms, nnei) int,
+    ``nl_shift`` (nb, natoms, nnei, 3) int cell vectors, ``nl_nmax`` (nb, ntypes) int: the same lists,
+    built outside the step and kept across epochs by :mod:`jaxmd_dp.train.neighbor_cache`)."""
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels
-    nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
+    if "nl_idx" in batch:
+        nl = neighbor.NeighborList(batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype),
+                                   None, None)
+        nmax = jnp.max(batch["nl_nmax"], axis=0)
+    else:
+        nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
+        nmax = jnp.max(nl.nneigh, axis=(0, 1))
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
                    layout.pack, None if layout.pack is None else spec.sel, layout.table)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
-    metrics["nneigh_max"] = jnp.max(nl.nneigh, axis=(0, 1))
+    metrics["nneigh_max"] = nmax
     return loss, metrics
 
 
