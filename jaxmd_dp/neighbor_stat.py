@@ -59,12 +59,19 @@ def _frame_stats(spec, coord, box, atype):
     neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type) of these frames; atype
     (nframes, natoms).
 
-    Straight from the candidate pairs within rcut: counts and a minimum, no neighbour-list sort."""
+    Straight from the candidate pairs within rcut: counts and a minimum, no neighbour-list sort. Frame
+    by frame (``lax.map``): each frame's candidate blocks are reduced while they are in cache, and the
+    cell list's gathers stay unbatched (vmapped over 64 water frames this took 7× longer on XLA CPU)."""
     from jaxmd_dp.geometry import neighbor
 
-    c = neighbor.candidates(spec, coord, box, atype)
-    dmin = jnp.sqrt(jnp.min(jnp.where(c.valid, c.r2, jnp.inf), axis=(1, 2, 3)))
-    return jnp.max(c.nneigh, axis=1), dmin, c.cell_overflow, jnp.sum(c.nneigh, axis=1)
+    def one(frame):
+        c, b, t = frame
+        cand = neighbor.candidates(spec, c[None], None if b is None else b[None], t[None])
+        dmin = jnp.sqrt(jnp.min(jnp.where(cand.valid, cand.r2, jnp.inf)))
+        return jnp.max(cand.nneigh[0], axis=0), dmin, cand.cell_overflow, jnp.sum(cand.nneigh[0], axis=0)
+
+    nmax, dmin, overflow, pairs = jax.lax.map(one, (coord, box, atype))
+    return nmax, dmin, jnp.any(overflow), pairs
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
