@@ -27,12 +27,12 @@ from jaxmd_dp.train.step import NL_KEYS
 @functools.lru_cache(maxsize=64)
 def _builder(spec: neighbor.NeighborSpec, kernels: str | None):
     """Jitted (coord (nb, natoms, 3), box (nb, 3, 3), atype (natoms,)) → (idx (nb, natoms, nnei) int32,
-    shift (nb, natoms, nnei, 3) in cell vectors, nmax (nb, ntypes) most neighbours of each type of an
-    atom in each frame) — the training step's own build."""
+    shift (nb, natoms, nnei, 3) int16 cell vectors, nmax (nb, ntypes) int32 most neighbours of each type
+    of an atom in each frame) — the training step's own build, in the dtypes the step takes."""
 
     def build(coord, box, atype):
         nl = neighbor.build(spec, coord, box if spec.pbc else None, atype, kernels, order="any")
-        return nl.idx, nl.shift, jnp.max(nl.nneigh, axis=1)
+        return nl.idx, nl.shift.astype(jnp.int16), jnp.max(nl.nneigh, axis=1)
 
     return jax.jit(build)
 
@@ -66,6 +66,7 @@ class NeighborCache:
         self.budget = int(budget_mb) * 2**20
         self.used = 0
         self._stores: dict[int, _Store | None] = {}  # None: the system did not fit in the budget
+        self._pending: list = []  # (store, frames, device lists) built for the last batch, not yet stored
 
     @property
     def enabled(self) -> bool:
@@ -75,11 +76,16 @@ class NeighborCache:
         """``batch`` with its frames' neighbour lists added (keys :data:`NL_KEYS`, arrays with the
         batch's leading axes: (nb, ...) for a sampler batch, (nworkers, nb, ...) for stacked workers'
         batches). ``batch["frames"]``: the frames' indices in their system; layout: the batch's
-        :class:`~jaxmd_dp.train.step.BatchLayout`."""
+        :class:`~jaxmd_dp.train.step.BatchLayout`.
+
+        A list not yet stored is built on the device and passed on as a device array, without waiting
+        for it (the step is queued behind it); it is copied into the store at the next call, by which
+        time it is ready, so a batch of new frames costs no host round-trip."""
+        self._store_pending()
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
             parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
                      for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))]
-            lists = [np.stack(a) for a in zip(*parts)]
+            lists = [np.stack([np.asarray(x) for x in a]) for a in zip(*parts)]
         else:
             lists = self._lists(batch["sys_index"], batch["frames"], batch["coord"], batch["box"], batch["atype"],
                                 layout)
@@ -90,11 +96,19 @@ class NeighborCache:
         store = self._store(int(sys_index), layout)
         if store is not None and store.have[frames].all():
             return store.idx[frames].astype(np.int32), store.shift[frames], store.nmax[frames]
-        idx, shift, nmax = (np.asarray(a) for a in _builder(layout.spec, _kernels(layout))(coord, box, atype))
+        lists = _builder(layout.spec, _kernels(layout))(coord, box, atype)
         if store is not None:
-            store.idx[frames], store.shift[frames], store.nmax[frames] = idx, shift, nmax
+            for a in lists:
+                a.copy_to_host_async()
+            self._pending.append((store, frames, lists))
+        return lists
+
+    def _store_pending(self) -> None:
+        for store, frames, (idx, shift, nmax) in self._pending:
+            store.idx[frames], store.shift[frames] = np.asarray(idx), np.asarray(shift)
+            store.nmax[frames] = np.asarray(nmax)
             store.have[frames] = True
-        return idx, shift.astype(np.int16), nmax
+        self._pending.clear()
 
     def _store(self, sys_index: int, layout) -> _Store | None:
         if sys_index not in self._stores:
