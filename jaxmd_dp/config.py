@@ -646,7 +646,8 @@ class TrainingConfig(_Section):
     interpolated from N nodes per step (DeePMD-kit's model compression, used while training; needs
     pair_packing; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 1024 is a good value.
     neighbor_cache_mb (jaxmd_dp): host memory (MiB) for the training frames' neighbour lists, built once
-    and kept across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results); 0: built in every step.
+    and kept across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results), and as much again for the
+    validation frames'; 0: built in every step.
     """
 
     _path = "training"

@@ -198,6 +198,7 @@ class Trainer:
                                   seed=worker_seed(self.seed, w)), group_seed=self.seed)
         self.train_data = self.batches.samplers[0]  # this process's first worker
         self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb)
+        self.valid_neighbor_cache = NeighborCache(self.valid_systems, self.hyper.ntypes, tc.neighbor_cache_mb)
         seed = worker_seed(self.seed, self.workers.worker_ids[0])
         self.valid_data = (DataSampler(self.valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=seed + 1)
                            if vd is not None else None)
@@ -368,7 +369,10 @@ class Trainer:
         sums, n = {}, 0
         for _ in range(self.config.training.validation_data.numb_btch):
             batch = self.valid_data.next_batch()
-            m = self.eval_step(params, self.stats, device_batch(batch), self.layout_for(batch), lr)
+            layout = self.layout_for(batch)
+            if self.valid_neighbor_cache.enabled:
+                batch = self.valid_neighbor_cache.attach(batch, layout)
+            m = self.eval_step(params, self.stats, device_batch(batch), layout, lr)
             na = int(batch["natoms"])
             for k, v in m.items():
                 if k != "nneigh_max":

@@ -1,4 +1,4 @@
-"""Neighbour lists of the training frames, built once and kept across epochs.
+"""Neighbour lists of the training (and validation) frames, built once and kept across epochs.
 
 A frame's neighbour list depends on its coordinates, box and types only, never on the weights, so the
 training step need not rebuild it every epoch (it was ~8 % of a water step on the CPU). The first time a
@@ -10,6 +10,8 @@ Stored per slot: the neighbour index (int16 when the system has fewer than 32,76
 and its periodic image (int16 cell-vector counts), 8 bytes per slot: 55 MB for water's 320 training
 frames of 192 atoms × 112 slots. ``training.neighbor_cache_mb`` bounds the memory; a system that does not
 fit is not stored, and its frames' lists are built for each batch (outside the step, same numbers).
+The trainer keeps one cache for the training systems and one, with the same budget, for the validation
+systems (their eval step then skips the build as well).
 """
 
 from __future__ import annotations
