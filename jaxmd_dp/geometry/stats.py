@@ -47,7 +47,7 @@ import numpy as np
 from jaxmd_dp.data.sampler import DataSampler, make_batch, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors, smooth_weight
-from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates, candidates_per_atom
+from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates_per_atom, reduce_candidates
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
@@ -115,12 +115,9 @@ def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, ha
     than ``sel``; returns (sums (nf, ntypes, 5), whether some type overflowed its sel in this chunk).
 
     With s = w/r and a = w·d/r² per pair: S_a = Σ w (x + y + z)/r² and Q_a = Σ w² (x² + y² + z²)/r⁴ =
-    Σ s² = Q_r. Frame by frame (``lax.map``, as ``neighbor_stat``): vmapped, the cell list's gathers
-    become batched gathers that XLA CPU runs several times slower."""
+    Σ s² = Q_r. Frame by frame (:func:`~jaxmd_dp.geometry.neighbor.reduce_candidates`)."""
 
-    def one(frame):
-        f_coord, f_box, f_atype = (x[None] for x in frame)
-        c = candidates(spec, f_coord, f_box if has_box else None, f_atype)
+    def reduce(c, f_atype):
         r2 = jnp.where(c.valid, c.r2, 1.0)
         r = jnp.sqrt(r2)
         w = smooth_weight(r, rcut_smth, spec.rcut)
@@ -130,7 +127,7 @@ def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, ha
         over = jnp.any(c.nneigh > jnp.asarray(spec.sel, jnp.int32))
         return _per_type(f_atype, ntypes, jnp.sum(s, axis=(-2, -1)), q, jnp.sum(a, axis=(-2, -1)), q)[0], over
 
-    sums, over = jax.lax.map(one, (coord, box, atype))
+    sums, over = reduce_candidates(spec, reduce, coord, box if has_box else None, atype)
     return sums, jnp.any(over)
 
 

@@ -370,8 +370,7 @@ class Trainer:
         for _ in range(self.config.training.validation_data.numb_btch):
             batch = self.valid_data.next_batch()
             layout = self.layout_for(batch)
-            if self.valid_neighbor_cache.enabled:
-                batch = self.valid_neighbor_cache.attach(batch, layout)
+            batch = self.valid_neighbor_cache.attach(batch, layout)
             m = self.eval_step(params, self.stats, device_batch(batch), layout, lr)
             na = int(batch["natoms"])
             for k, v in m.items():
@@ -416,8 +415,7 @@ class Trainer:
                 batch = self.batches.next()  # [data parallel] this process's workers' batches
                 recent[step] = int(batch["sys_index"])
                 layout = self.layout_for(batch)
-                if self.neighbor_cache.enabled:  # lists built once per frame, not in every step
-                    batch = self.neighbor_cache.attach(batch, layout)
+                batch = self.neighbor_cache.attach(batch, layout)  # lists built once per frame, not in every step
                 self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), layout)
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1

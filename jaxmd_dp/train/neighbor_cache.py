@@ -82,12 +82,15 @@ class NeighborCache:
 
         A list not yet stored is built on the device and passed on as a device array, without waiting
         for it (the step is queued behind it); it is copied into the store at the next call, by which
-        time it is ready, so a batch of new frames costs no host round-trip."""
+        time it is ready, so a batch of new frames costs no host round-trip. Not :attr:`enabled`: the
+        batch as it is (the step builds its lists)."""
+        if not self.enabled:
+            return batch
         self._store_pending()
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
             parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
                      for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))]
-            lists = [np.stack([np.asarray(x) for x in a]) for a in zip(*parts)]
+            lists = [np.stack(a) for a in zip(*parts)]
         else:
             lists = self._lists(batch["sys_index"], batch["frames"], batch["coord"], batch["box"], batch["atype"],
                                 layout)
