@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=8)
     p.add_argument("--precision", default="float64", choices=["float64", "float32"])
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 2], help="replicas per box vector")
-    p.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. training.embedding_table=1024")
+    p.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. training.embedding_table=64")
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from jaxmd_dp.data.system import load_system

@@ -1,14 +1,14 @@
 """Time the jitted training step alone: a trainer built from CONFIG, a few fixed batches cycled, no lcurve,
 validation or checkpoints. For A/B comparisons of the step (run it alternately from two checkouts).
 
-    .venv/bin/python bench/step_time.py CONFIG [--precision float64] [--steps 40] [--batches 4] [--table 0 1024]
+    .venv/bin/python bench/step_time.py CONFIG [--precision float64] [--steps 40] [--batches 4] [--table 0 64]
 
 CONFIG: our YAML or a DeePMD-kit input.json (e.g. runs/speed*/water_float64.json from bench/train_speed.py).
 Prints the compile time of the batches' shapes, then the median and minimum of ``--steps`` step times
 (milliseconds), the median CPU time of the process per step (all threads; less sensitive than wall time to
 other load on a shared machine), and the loss metrics of the last step (the same for two checkouts that
-compute the same numbers, as batches and seed are fixed). ``--table 0 1024`` times the step with the exact
-embedding nets and with ``training.embedding_table=1024`` in one process, alternating step by step.
+compute the same numbers, as batches and seed are fixed). ``--table 0 64`` times the step with the exact
+embedding nets and with ``training.embedding_table=64`` in one process, alternating step by step.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     runs = []
     for table in args.table:  # one jitted step per setting (the layout is a static argument)
         layouts = [trainer.layout_for(b) for b in batches]
-        calls = [(device_batch(b), lay._replace(table=table if lay.pack else 0)) for b, lay in zip(batches, layouts)]
+        calls = [(device_batch(b), lay._replace(table=table)) for b, lay in zip(batches, layouts)]
         state = jax.tree_util.tree_map(lambda x: x.copy(), trainer.state)  # the step donates its state
         t = time.perf_counter()
         for batch, layout in calls:  # one step per batch: compiles each batch shape

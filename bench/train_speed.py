@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/train_speed.py [--inputs water copper almgcu] [--steps 200] [--repeats 2]
                                          [--precision float64 float32] [--backends tf pt] [--ours-only]
-                                         [--table 1024]
+                                         [--table 64]
 
 For each input of ../shared/bench (water_se_e2_a.json, copper_asc22.json, almgcu.json) and precision, it
 writes one input file (absolute data paths, numb_steps/disp_freq set, descriptor and fitting precision),

@@ -1,87 +1,80 @@
-"""Tabulated embedding net for training: G(s) interpolated from the net's values and slopes on a grid.
+"""Tabulated embedding net for training: Σ_j R_jᵀ G(s_j) from a node table, as one matmul per atom.
 
 DeePMD-kit's "model compression" replaces the embedding net G(s) of a trained model by a table of
 polynomials. Here the same idea speeds up *training* (``training.embedding_table``): each step evaluates
-the net and its slope dG/ds (forward mode) on ``nodes`` evenly spaced points spanning the step's s values,
-and every neighbour pair takes its G(s) by cubic Hermite interpolation between the two nodes around it.
-A pair then costs four row gathers and a few multiply-adds per channel instead of the net's three layers,
-their activations and the second-order derivatives the force loss needs; the net itself runs on
-``nodes`` rows. Gradients reach the weights through the node values and slopes, so the weights train as
-usual and the trained model is an ordinary se_e2_a model (inference, ``test`` and freeze use the exact
-net).
+the net with its first and second derivatives (forward mode) on ``nodes`` evenly spaced points spanning
+the step's s values, and G(s) between two nodes is the quintic Hermite polynomial matching value, slope
+and curvature at both ends. The interpolant is C², and its error falls as h⁶ with the node spacing
+h = (s range) / (nodes − 1): at 64 nodes the water model's energies move by ~1e-14 relative
+(``tests/model/test_embed_table.py``).
 
-The interpolant is C¹ (value and slope match at the nodes), so energies and forces stay continuous,
-and its error is at most h⁴/384 · max|G⁗| for a node spacing h = (s range) / (nodes − 1): about 1e-11
-relative in the water model's energy at 1,024 nodes (``tests/model/test_embed_table.py``).
+The descriptor needs G only inside T = Σ_j R_jᵀ G(s_j) (4 × M1 per atom). With the table,
+G(s_j) = Σ_c b_c(t_j) Y_c[k_j] (six basis weights b of the position t_j of s_j between nodes k_j and
+k_j + 1, and the node rows Y: values, h·slopes, h²·curvatures), so
+
+    T = Σ_k A[k]ᵀ Y[k],   A[k] = Σ_{j: node k} R_j ⊗ b(t_j)      (per atom: A is nodes × 3 × 4)
+
+Each pair adds 2 × 12 numbers to its atom's A (a scatter-add), and one matmul per atom over the node
+axis gives T. Nothing per pair is M1 wide, which is what the net on every pair (or a row-gathering
+table) spends its time on: gathers, element-wise layers and their second-order derivatives over
+(pairs × M1) arrays. The cost now grows with the node count (atoms × nodes × M1), so a few dozen nodes
+are the right size. Gradients reach the weights through the node rows, so the weights train as usual
+and the trained model is an ordinary se_e2_a model (inference, ``test`` and freeze use the exact net).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import SymbolicZero
 
 MIN_NODES = 16
+MAX_NODES = 1024
 
 
-def hermite_basis(t: jax.Array) -> jax.Array:
-    """Cubic Hermite basis at t ∈ [0, 1] (...,) → (..., 4): weights of Y_k, h·Y'_k, Y_{k+1}, h·Y'_{k+1}."""
-    t2, t3 = t * t, t * t * t
-    return jnp.stack([1 - 3 * t2 + 2 * t3, t - 2 * t2 + t3, 3 * t2 - 2 * t3, t3 - t2], axis=-1)
-
-
-def hermite_basis_slope(t: jax.Array) -> jax.Array:
-    """d/dt of :func:`hermite_basis`: (...,) → (..., 4)."""
+def quintic_basis(t: jax.Array) -> jax.Array:
+    """Quintic Hermite basis at t ∈ [0, 1] (...,) → (..., 6): the weights of y₀, h·y₀′, h²·y₀″ (the node
+    left of t) and y₁, h·y₁′, h²·y₁″ (the node right of it)."""
     t2 = t * t
-    return jnp.stack([6 * t2 - 6 * t, 1 - 4 * t + 3 * t2, 6 * t - 6 * t2, 3 * t2 - 2 * t], axis=-1)
+    t3 = t2 * t
+    t4, t5 = t3 * t, t3 * t2
+    return jnp.stack([1 - 10 * t3 + 15 * t4 - 6 * t5, t - 6 * t3 + 8 * t4 - 3 * t5, 0.5 * (t2 - 3 * t3 + 3 * t4 - t5),
+                      10 * t3 - 15 * t4 + 6 * t5, -4 * t3 + 7 * t4 - 3 * t5, 0.5 * (t3 - 2 * t4 + t5)], axis=-1)
 
 
-def _combine(basis: jax.Array, rows) -> jax.Array:
-    """Σ_c basis[..., c] · rows[c]: basis (..., 4), rows four (..., M1) arrays (None: zero) → (..., M1)."""
-    terms = [basis[..., c:c + 1] * r for c, r in enumerate(rows) if r is not None]
-    return sum(terms[1:], terms[0])
+def node_rows(net, lo: jax.Array, h: jax.Array, nodes: int) -> jax.Array:
+    """The table: Y (nodes, 3, M1) = [G, h·G′, h²·G″] at s = lo + h·k, k = 0 … nodes − 1.
+
+    net: an embedding net callable as net(s) → G and net(s, ds) → (G, G′·ds) (:class:`EmbeddingNet`)."""
+    grid = (lo + h * jnp.arange(nodes, dtype=lo.dtype))[:, None]
+    one = jnp.ones_like(grid)
+    (values, slopes), (_, curvatures) = jax.jvp(lambda g: net(g, one), (grid,), (one,))
+    return jnp.stack([values, h * slopes, h * h * curvatures], axis=1)
 
 
-@jax.custom_jvp
-def hermite(t: jax.Array, y0: jax.Array, m0: jax.Array, y1: jax.Array, m1: jax.Array) -> jax.Array:
-    """Cubic Hermite interpolation at t ∈ [0, 1] (...,) between rows y0, y1 (..., M1) with scaled slopes
-    m0 = h·y0', m1 = h·y1' → (..., M1). Its t-derivative is one combination of the rows (so the cotangent
-    of t is one reduction over M1, not one per basis weight)."""
-    return _combine(hermite_basis(t), (y0, m0, y1, m1))
+def table_env_product(net, R: jax.Array, mask: jax.Array, nodes: int) -> jax.Array:
+    """Σ_j R_jᵀ G(s_j) over the real slots of each atom, G interpolated from ``nodes`` nodes.
 
-
-def _hermite_jvp(primals, tangents):
-    t, *rows = primals
-    dt, *drows = tangents
-    drows = [None if isinstance(d, SymbolicZero) else d for d in drows]
-    parts = [] if all(d is None for d in drows) else [_combine(hermite_basis(t), drows)]
-    if not isinstance(dt, SymbolicZero):
-        parts.append(_combine(hermite_basis_slope(t), rows) * dt[..., None])
-    return hermite(t, *rows), sum(parts[1:], parts[0])
-
-
-hermite.defjvp(_hermite_jvp, symbolic_zeros=True)
-
-
-def tabulated_embedding(net, s: jax.Array, nodes: int) -> jax.Array:
-    """G(s) for s: (..., 1) → (..., M1), cubic Hermite interpolation of ``net`` on ``nodes`` points.
-
-    net: an embedding net callable as net(s) → G and net(s, ds) → (G, G'·ds) (:class:`EmbeddingNet`).
-    The grid spans the smallest to the largest s given (held constant under differentiation), so every
-    s lies inside it; s is the normalised first column of the environment matrix (dimensionless).
+    R: (nf, n, s, 4) normalised environment rows of one neighbour type's section (s_j = R_j0,
+    dimensionless); mask: (nf, n, s) True where a slot holds a neighbour (empty slots add nothing here:
+    their share is :func:`jaxmd_dp.model.pair_pack.empty_slot_term`). Returns (nf, n, 4, M1).
+    The grid spans the smallest to the largest real s (held constant under differentiation), so every
+    real s lies inside it.
     """
-    if nodes < MIN_NODES:
-        raise ValueError(f"an embedding table needs at least {MIN_NODES} nodes, got {nodes}")
-    x = s[..., 0].reshape(-1)  # flat: XLA CPU (YNNPACK) ran the t-cotangent's reduction over M1 on the
-    # (1, pairs, M1) float32 array of a one-frame batch at a tenth of its speed on (pairs, M1)
-    lo, hi = jax.lax.stop_gradient(jnp.min(x)), jax.lax.stop_gradient(jnp.max(x))
+    if not MIN_NODES <= nodes <= MAX_NODES:
+        raise ValueError(f"an embedding table needs {MIN_NODES} to {MAX_NODES} nodes, got {nodes}")
+    nf, n, s, _ = R.shape
+    x = R[..., 0]
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    lo = jax.lax.stop_gradient(jnp.min(jnp.where(mask, x, inf)))
+    hi = jax.lax.stop_gradient(jnp.max(jnp.where(mask, x, -inf)))
+    lo, hi = jnp.where(hi >= lo, lo, 0), jnp.where(hi >= lo, hi, 0)  # no real pair: any grid
     h = jnp.where(hi > lo, (hi - lo) / (nodes - 1), jnp.ones_like(hi))
-    grid = (lo + h * jnp.arange(nodes, dtype=x.dtype))[:, None]
-    values, slopes = net(grid, jnp.ones_like(grid))  # (nodes, M1) each
-    hslopes = h * slopes
+    Y = node_rows(net, lo, h, nodes)  # (nodes, 3, M1)
     u = (x - lo) / h
     k = jnp.clip(jnp.floor(jax.lax.stop_gradient(u)).astype(jnp.int32), 0, nodes - 2)
-    # four (pairs, M1) row gathers combined element-wise: faster on XLA CPU than one gather of
-    # (pairs, 4, M1) blocks followed by a (1 × 4)·(4 × M1) product per pair
-    g = hermite(u - k.astype(u.dtype), values[k], hslopes[k], values[k + 1], hslopes[k + 1])
-    return g.reshape(s.shape[:-1] + g.shape[-1:])
+    b = jnp.where(mask[..., None], quintic_basis(u - k.astype(u.dtype)), 0)  # (nf, n, s, 6)
+    w = (b[..., :, None] * R[..., None, :]).reshape(nf * n * s * 2, 12)  # rows for nodes k and k + 1
+    row = jnp.arange(nf * n, dtype=jnp.int32).reshape(nf, n, 1) * nodes + k  # (nf, n, s): atom's node k
+    rows = jnp.stack([row, row + 1], axis=-1).reshape(-1)
+    A = jnp.zeros((nf * n * nodes, 12), R.dtype).at[rows].add(w, indices_are_sorted=False, unique_indices=False)
+    return jnp.einsum("fnkca,kcm->fnam", A.reshape(nf, n, nodes, 3, 4), Y)

@@ -157,26 +157,25 @@ def atomic_energy(
     pack: (static) run the embedding nets on real pairs only, in blocks of this many rows per frame for
     each neighbour type (:mod:`jaxmd_dp.model.pair_pack`); every frame must have at most that many real
     pairs in each type's section (``pair_pack.pair_counts``). Same energies as without.
-    keep: (static, with ``pack``) ``nlist`` holds only the first keep[t] slots of each type's section (a
-    list built with sel = keep, :func:`pair_pack.keep_sizes`); every atom must have at most keep[t]
-    neighbours of type t. Same energies as without.
-    table: (static, with ``pack``) > 0: interpolate the embedding nets from this many nodes
-    (:mod:`jaxmd_dp.model.embed_table`; the training option ``training.embedding_table``), 0: exact.
+    keep: (static, with ``pack`` or ``table``) ``nlist`` holds only the first keep[t] slots of each type's
+    section (a list built with sel = keep, :func:`pair_pack.keep_sizes`); every atom must have at most
+    keep[t] neighbours of type t. Same energies as without.
+    table: (static) > 0: Rᵀ·G from a table of this many nodes of each embedding net instead of the nets
+    on every pair (:mod:`jaxmd_dp.model.embed_table`; the training option ``training.embedding_table``;
+    ``pack`` is then not used), 0: exact.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
     davg, dstd = stats.davg, stats.dstd
     keep = None if keep is None or tuple(keep) == tuple(hyper.sel) else tuple(keep)  # equal to sel: no cut
     if keep is not None:
-        if pack is None:
-            raise ValueError("keep needs pack (the slots past keep are counted by the packed path)")
+        if pack is None and not table:
+            raise ValueError("keep needs pack or table (the slots past keep are counted by their path)")
         slots = kept_slots(hyper.sel, keep)
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
-    if table and pack is None:
-        raise ValueError("table needs pack (the embedding table runs on the packed pairs)")
-    packing = None if pack is None else Packing(nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), tuple(pack), keep,
-                                                int(table))
+    packing = None if pack is None and not table else Packing(
+        nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), None if pack is None else tuple(pack), keep, int(table))
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)

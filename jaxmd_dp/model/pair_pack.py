@@ -22,25 +22,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.model.embed_table import tabulated_embedding
-
 
 class Packing(NamedTuple):
     """How to run the embedding nets on real pairs.
 
     mask: (nframes, natoms, nkept) bool, True where a slot holds a neighbour.
     empty: (ntypes, nnei, 4) the normalised environment row of an empty slot, per centre type (all sel slots).
-    sizes: (static) rows of the packed block per frame for each neighbour type's section.
+    sizes: (static) rows of the packed block per frame for each neighbour type's section (None with
+      ``table``, which needs no packed block).
     keep: (static) slots held per neighbour type's section (:func:`keep_sizes`), None for all ``sel``:
       the neighbour list, environment matrix and mask then cover only the first ``keep[t]`` slots of each
       section, and the rest are empty slots, counted by :func:`empty_slot_term`.
-    table: (static) 0 to run the embedding nets on the packed pairs; > 0 to interpolate them from that
-      many nodes instead (:func:`jaxmd_dp.model.embed_table.tabulated_embedding`, training only).
+    table: (static) 0 to run the embedding nets on the packed pairs; > 0 to take Rᵀ·G from a table of
+      that many nodes of each net instead (:func:`jaxmd_dp.model.embed_table.table_env_product`,
+      training only).
     """
 
     mask: jax.Array
     empty: jax.Array
-    sizes: tuple[int, ...]
+    sizes: tuple[int, ...] | None
     keep: tuple[int, ...] | None = None
     table: int = 0
 
@@ -136,11 +136,10 @@ pack.defvjp(_pack_fwd, _pack_bwd)
 unpack.defvjp(_unpack_fwd, _unpack_bwd)
 
 
-def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, table: int = 0) -> jax.Array:
+def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int) -> jax.Array:
     """G(s) of the real pairs of one neighbour-type section, the net run on a packed block.
 
     net: embedding net, (..., 1) → (..., M1). R: (nf, n, sel_t, 4) normalised rows; mask: (nf, n, sel_t).
-    table: > 0 to interpolate the net from that many nodes (:mod:`jaxmd_dp.model.embed_table`).
     Returns G: (nf, n, sel_t, M1), 0 in empty slots (their share is :func:`empty_slot_term`).
     """
     nf, n, s = mask.shape
@@ -148,8 +147,7 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, table: int =
     idx, inv = pack_index(flat, size)
     valid = jnp.arange(size) < jnp.sum(flat, axis=-1, keepdims=True)  # (nf, size)
     s_packed = pack(R[..., 0].reshape(nf, n * s), idx, inv, flat, valid)  # (nf, size)
-    g_packed = tabulated_embedding(net, s_packed[..., None], table) if table else net(s_packed[..., None])
-    return unpack(g_packed, idx, inv, flat, valid).reshape(nf, n, s, -1)
+    return unpack(net(s_packed[..., None]), idx, inv, flat, valid).reshape(nf, n, s, -1)
 
 
 def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre) -> jax.Array:

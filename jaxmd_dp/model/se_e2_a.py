@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
+from jaxmd_dp.model.embed_table import table_env_product
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
@@ -83,8 +84,8 @@ class DescriptorSeA(nn.Module):
         centre-type embedding nets (type_one_side false) on their type's atoms only.
         packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D.
         With ``packing.keep``, R holds only the first keep[t] slots of each type's section. Packing is
-        the training step's path (:func:`env_product_train`); with ``packing.table`` the nets are
-        interpolated (:mod:`jaxmd_dp.model.embed_table`)."""
+        the training step's path (:func:`env_product_train`); with ``packing.table`` Rᵀ·G comes from
+        a node table of each net instead (:mod:`jaxmd_dp.model.embed_table`)."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -116,11 +117,14 @@ class DescriptorSeA(nn.Module):
             Rt = R[:, :, ksec[tj] : ksec[tj + 1], :]  # (nf, n, held_t, 4)
             if packing is None:
                 T = T + env_product(Rt, net_for(tj)(Rt[..., :1]))  # G: (nf, n, sel_t, M1)
-            else:  # real pairs packed; empty slots' share added from ntypes × sel_t evaluations
+            else:  # real pairs only; empty slots' share added from ntypes × sel_t evaluations
                 mask = packing.mask[:, :, ksec[tj] : ksec[tj + 1]]
-                G = packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], packing.table)  # 0 in empty slots
                 empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
-                T = T + env_product_train(Rt, G) + empty_slot_term(net_for(tj), mask, empty, centre)
+                if packing.table:  # Rᵀ·G from a node table, one matmul per atom
+                    T = T + table_env_product(net_for(tj), Rt, mask, packing.table)
+                else:  # the net on the packed pairs, 0 in empty slots
+                    T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj]))
+                T = T + empty_slot_term(net_for(tj), mask, empty, centre)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
         return D.reshape(D.shape[:2] + (-1,))

@@ -281,28 +281,26 @@ class Trainer:
         for k, s in enumerate(systems_all):
             groups.setdefault((s.natoms, s.pbc), []).append(k)
         pairs = self.scan.max_pairs_per_system if self.config.training.pair_packing else None
+        table = self.config.training.embedding_table
         layouts = {}
         for key, members in groups.items():
             systems = [systems_all[k] for k in members]
             coord = np.concatenate([s.coord for s in systems])
             box = None if not key[1] else np.concatenate([s.box for s in systems])
-            pack = None if pairs is None else pack_sizes(pairs[members].max(axis=0), key[0], self.hyper.sel)
-            keep = None if pack is None else keep_sizes(self.scan.max_nbor_per_system[members].max(axis=0),
-                                                        self.hyper.sel)
+            pack = None if pairs is None or table else pack_sizes(pairs[members].max(axis=0), key[0], self.hyper.sel)
+            keep = None if pairs is None or (pack is None and not table) else keep_sizes(
+                self.scan.max_nbor_per_system[members].max(axis=0), self.hyper.sel)
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack,
-                                       self.config.training.embedding_table if pack else 0)
+                                       self.config.training.kernels, pack, table)
         packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
                   for (n, _), lay in layouts.items() if lay.pack]
         if packed:
             self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
                      + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
-        if self.config.training.embedding_table:
-            exact = [n for (n, _), lay in layouts.items() if not lay.pack]
-            self.log(f"embedding nets interpolated from {self.config.training.embedding_table} nodes per step "
-                     "(training.embedding_table; the trained model is exact)"
-                     + (f"; exact nets for {exact} atoms (no packing there)" if exact else ""))
+        if table:
+            self.log(f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained "
+                     "model is exact)")
         return layouts
 
     def _compute_stats(self) -> Stats:

@@ -31,8 +31,8 @@ class BatchLayout(NamedTuple):
     capacity: tuple[int, ...]
     kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
     pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack);
-    # then spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
-    table: int = 0  # with pack (0 without): the embedding nets interpolated from this many nodes (model.embed_table)
+    # with pack or table, spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
+    table: int = 0  # > 0: Rᵀ·G from a table of this many nodes of each embedding net (model.embed_table)
 
 
 class TrainState(NamedTuple):
@@ -82,8 +82,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     else:
         nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
         nmax = jnp.max(nl.nneigh, axis=(0, 1))
+    keep = None if layout.pack is None and not layout.table else spec.sel
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                   layout.pack, None if layout.pack is None else spec.sel, layout.table)
+                   layout.pack, keep, layout.table)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics

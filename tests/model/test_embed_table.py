@@ -1,8 +1,9 @@
 """The training step's two shortcuts keep the model's numbers:
 
 - ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum;
-- the tabulated embedding (``training.embedding_table``) interpolates G(s) and its slope to ~1e-10, and
-  predictions and the force-loss weight gradient with it match the exact nets on DeePMD-kit's fixture.
+- the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
+  ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
+  DeePMD-kit's fixture.
 """
 
 import jax
@@ -12,7 +13,7 @@ import pytest
 
 from fixture_models import load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
-from jaxmd_dp.model.embed_table import hermite_basis, tabulated_embedding
+from jaxmd_dp.model.embed_table import quintic_basis, table_env_product
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.pair_pack import pair_counts
@@ -42,15 +43,15 @@ def test_env_product_train_derivatives_equal_einsum(name):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
-def test_hermite_basis_interpolates_cubics_exactly():
-    """The cubic Hermite interpolant reproduces any cubic from its end values and slopes."""
-    c = RNG.normal(size=4)
-    f = lambda x: c[0] + c[1] * x + c[2] * x**2 + c[3] * x**3  # noqa: E731
-    df = lambda x: c[1] + 2 * c[2] * x + 3 * c[3] * x**2  # noqa: E731
+def test_quintic_basis_interpolates_quintics_exactly():
+    """The quintic Hermite interpolant reproduces any quintic from its end values, slopes and curvatures."""
+    c = RNG.normal(size=6)
+    f = np.polynomial.Polynomial(c)
+    df, d2f = f.deriv(), f.deriv(2)
     a, h = 0.3, 0.7
     t = jnp.linspace(0.0, 1.0, 11)
-    got = hermite_basis(t) @ jnp.array([f(a), h * df(a), f(a + h), h * df(a + h)])
-    np.testing.assert_allclose(got, f(a + h * t), rtol=1e-13, atol=1e-13)
+    ends = jnp.array([f(a), h * df(a), h * h * d2f(a), f(a + h), h * df(a + h), h * h * d2f(a + h)])
+    np.testing.assert_allclose(quintic_basis(t) @ ends, f(a + h * np.asarray(t)), rtol=1e-13, atol=1e-13)
 
 
 @pytest.fixture(scope="module")
@@ -70,26 +71,48 @@ def test_net_tangent_is_its_derivative(net):
     np.testing.assert_allclose(slope, want[1], rtol=1e-12, atol=1e-14)
 
 
-def test_table_error_falls_as_h4(net):
+def _tabulated(module, params, s, nodes):
+    """G(s) (n, M1) through table_env_product: one slot per atom holding R = (s, 1, 0, 0), so row 1 of
+    Rᵀ·G is the interpolated G(s) itself."""
+    R = jnp.stack([s, jnp.ones_like(s), jnp.zeros_like(s), jnp.zeros_like(s)], -1)[None, :, None, :]
+    T = table_env_product(lambda *a: module.apply(params, *a), R, jnp.ones(R.shape[:3], bool), nodes)
+    return T[0, :, 1, :]
+
+
+def test_table_error_falls_as_h6(net):
     """G and dG/ds from the table against the net on 2,000 random s in DeePMD's normalised range; the
-    value's error shrinks ~16× per halving of the node spacing (cubic Hermite, h⁴), the slope's ~8×."""
+    value's error shrinks ~64× per halving of the node spacing (quintic Hermite, h⁶), the slope's ~32×."""
     module, params = net
-    s = jnp.asarray(np.sort(RNG.uniform(-1.0, 6.0, 2000)))[:, None]
+    s = jnp.asarray(np.sort(RNG.uniform(-1.0, 6.0, 2000)))
     ones = jnp.ones_like(s)
-    exact, dexact = jax.jvp(lambda x: module.apply(params, x), (s,), (ones,))  # each row depends on its s only
+    exact, dexact = jax.jvp(lambda x: module.apply(params, x[:, None]), (s,), (ones,))  # row i depends on s_i only
     errors = {}
-    for nodes in (128, 256, 1024):
-        tab = lambda x: tabulated_embedding(lambda *a: module.apply(params, *a), x, nodes)  # noqa: E731
-        got, dgot = jax.jvp(tab, (s,), (ones,))
+    for nodes in (32, 64, 128):
+        got, dgot = jax.jvp(lambda x: _tabulated(module, params, x, nodes), (s,), (ones,))
         errors[nodes] = (max_rel(got, exact), max_rel(dgot, dexact))
-    assert errors[1024][0] < 1e-10 and errors[1024][1] < 1e-7, errors
-    assert 8 < errors[128][0] / errors[256][0] < 32 and 4 < errors[128][1] / errors[256][1] < 16, errors
+    assert errors[64][0] < 1e-9 and errors[64][1] < 1e-7, errors
+    for coarse, fine in ((32, 64), (64, 128)):
+        assert 32 < errors[coarse][0] / errors[fine][0] < 128 and 16 < errors[coarse][1] / errors[fine][1] < 64, errors
+
+
+def test_table_leaves_empty_slots_out_and_sums_each_atoms_pairs(net):
+    """Masked slots add nothing, whatever they hold; an atom's real slots add up: Σ_j R_jᵀ G(s_j)."""
+    module, params = net
+    R = jnp.asarray(RNG.normal(size=(2, 3, 5, 4)))
+    mask = jnp.asarray(RNG.uniform(size=(2, 3, 5)) < 0.6)
+    got = table_env_product(lambda *a: module.apply(params, *a), R, mask, 128)
+    G = module.apply(params, R[..., :1])
+    want = env_product(jnp.where(mask[..., None], R, 0), G)
+    assert max_rel(got, want) < 1e-10
+    shifted = table_env_product(lambda *a: module.apply(params, *a), jnp.where(mask[..., None], R, 7.0), mask, 128)
+    np.testing.assert_array_equal(shifted, got)
+    np.testing.assert_array_equal(table_env_product(lambda *a: module.apply(params, *a), R, mask & False, 64), 0)
 
 
 def test_table_needs_enough_nodes(net):
     module, params = net
-    with pytest.raises(ValueError, match="at least 16 nodes"):
-        tabulated_embedding(lambda *a: module.apply(params, *a), jnp.zeros((3, 1)), 8)
+    with pytest.raises(ValueError, match="16 to 1024 nodes"):
+        _tabulated(module, params, jnp.zeros(3), 8)
 
 
 @pytest.fixture(scope="module")
@@ -104,29 +127,25 @@ def cu_case():
 
 def test_table_predictions_and_weight_gradient_match_exact(cu_case):
     """Energies, forces, virials and the weight gradient of a force + energy + virial loss with the nets
-    tabulated on 1,024 nodes against the exact packed nets (DeePMD-kit's Cu fixture weights)."""
+    tabulated on 64 nodes against the exact packed nets (DeePMD-kit's Cu fixture weights). The table needs
+    no packed blocks: with and without them it gives the same numbers."""
     hyper, params, stats, spec, sizes, coord, box, atype = cu_case
 
-    def run(params, table):
+    def run(params, table, pack=sizes):
         nl = build(spec, coord, box, atype, order="any")
-        return predict(hyper, params, stats, coord, box, atype, nl, None, None, sizes, None, table)
+        return predict(hyper, params, stats, coord, box, atype, nl, None, None, pack, None, table)
 
     def loss(params, table):
         pr = run(params, table)
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
 
-    exact, tab = jax.jit(lambda q: run(q, 0))(params), jax.jit(lambda q: run(q, 1024))(params)
+    exact, tab = jax.jit(lambda q: run(q, 0))(params), jax.jit(lambda q: run(q, 64))(params)
+    unpacked = jax.jit(lambda q: run(q, 64, None))(params)
     for key in ("energy", "force", "virial"):
         err = max_rel(getattr(tab, key), getattr(exact, key))
         assert 0 < err <= 1e-8, f"{key}: {err:.2e}"  # > 0: the table was used
+        np.testing.assert_array_equal(getattr(unpacked, key), getattr(tab, key))
     g_exact = jax.jit(jax.grad(lambda q: loss(q, 0)))(params)
-    g_tab = jax.jit(jax.grad(lambda q: loss(q, 1024)))(params)
+    g_tab = jax.jit(jax.grad(lambda q: loss(q, 64)))(params)
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g_tab), jax.tree_util.tree_leaves(g_exact)):
         assert max_rel(a, b) <= 1e-6, jax.tree_util.keystr(path)
-
-
-def test_table_needs_packing(cu_case):
-    hyper, params, stats, spec, sizes, coord, box, atype = cu_case
-    nl = build(spec, coord, box, atype, order="any")
-    with pytest.raises(ValueError, match="table needs pack"):
-        predict(hyper, params, stats, coord, box, atype, nl, None, None, None, None, 1024)
