@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero, linear_call
 
 MIN_NODES = 16
 MAX_NODES = 1024
@@ -39,6 +40,45 @@ def quintic_basis(t: jax.Array) -> jax.Array:
     t4, t5 = t3 * t, t3 * t2
     return jnp.stack([1 - 10 * t3 + 15 * t4 - 6 * t5, t - 6 * t3 + 8 * t4 - 3 * t5, 0.5 * (t2 - 3 * t3 + 3 * t4 - t5),
                       10 * t3 - 15 * t4 + 6 * t5, -4 * t3 + 7 * t4 - 3 * t5, 0.5 * (t3 - 2 * t4 + t5)], axis=-1)
+
+
+def _outer_in_b(R: jax.Array, db: jax.Array) -> jax.Array:
+    return db[..., :, None] * R[..., None, :]
+
+
+def _outer_in_b_t(R: jax.Array, ct: jax.Array) -> jax.Array:
+    return sum(ct[..., :, a] * R[..., a:a + 1] for a in range(R.shape[-1]))
+
+
+def _outer_in_r(b: jax.Array, dR: jax.Array) -> jax.Array:
+    return b[..., :, None] * dR[..., None, :]
+
+
+def _outer_in_r_t(b: jax.Array, ct: jax.Array) -> jax.Array:
+    return sum(ct[..., c, :] * b[..., c:c + 1] for c in range(b.shape[-1]))
+
+
+@jax.custom_jvp
+def outer(b: jax.Array, R: jax.Array) -> jax.Array:
+    """b ⊗ R: (..., 6), (..., 4) → (..., 6, 4). Its transposes are written as sums of slices (a few
+    element-wise products): autodiff's own, reductions over the last 6 or 4 entries, ran in XLA CPU's
+    float32 path (YNNPACK) at a fraction of memory speed, 9 ms for the water step's (192 × 112 × 6 × 4).
+    Like :func:`jaxmd_dp.model.se_e2_a.env_product_train`, its tangents are ``linear_call`` terms: no vmap,
+    and b and R must carry no tangent where the transposes are differentiated again (the training step
+    differentiates the forces in the weights only)."""
+    return _outer_in_r(b, R)
+
+
+def _outer_jvp(primals, tangents):
+    b, R = primals
+    db, dR = tangents
+    parts = [] if isinstance(db, SymbolicZero) else [linear_call(_outer_in_b, _outer_in_b_t, R, db)]
+    if not isinstance(dR, SymbolicZero):
+        parts.append(linear_call(_outer_in_r, _outer_in_r_t, b, dR))
+    return outer(b, R), sum(parts[1:], parts[0])
+
+
+outer.defjvp(_outer_jvp, symbolic_zeros=True)
 
 
 def node_rows(net, lo: jax.Array, h: jax.Array, nodes: int) -> jax.Array:
@@ -73,7 +113,7 @@ def table_env_product(net, R: jax.Array, mask: jax.Array, nodes: int) -> jax.Arr
     u = (x - lo) / h
     k = jnp.clip(jnp.floor(jax.lax.stop_gradient(u)).astype(jnp.int32), 0, nodes - 2)
     b = jnp.where(mask[..., None], quintic_basis(u - k.astype(u.dtype)), 0)  # (nf, n, s, 6)
-    w = (b[..., :, None] * R[..., None, :]).reshape(nf * n * s * 2, 12)  # rows for nodes k and k + 1
+    w = outer(b, R).reshape(nf * n * s * 2, 12)  # rows for nodes k and k + 1
     row = jnp.arange(nf * n, dtype=jnp.int32).reshape(nf, n, 1) * nodes + k  # (nf, n, s): atom's node k
     rows = jnp.stack([row, row + 1], axis=-1).reshape(-1)
     A = jnp.zeros((nf * n * nodes, 12), R.dtype).at[rows].add(w, indices_are_sorted=False, unique_indices=False)

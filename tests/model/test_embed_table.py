@@ -1,6 +1,7 @@
-"""The training step's two shortcuts keep the model's numbers:
+"""The training step's shortcuts keep the model's numbers:
 
-- ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum;
+- ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum,
+  and the table's ``outer`` (b ⊗ R, element-wise transposes) those of the plain product;
 - the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
   ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
   DeePMD-kit's fixture.
@@ -13,7 +14,7 @@ import pytest
 
 from fixture_models import load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
-from jaxmd_dp.model.embed_table import quintic_basis, table_env_product
+from jaxmd_dp.model.embed_table import outer, quintic_basis, table_env_product
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.pair_pack import pair_counts
@@ -39,6 +40,30 @@ PRODUCT_DERIVATIVES = {
 @pytest.mark.parametrize("name", sorted(PRODUCT_DERIVATIVES))
 def test_env_product_train_derivatives_equal_einsum(name):
     got, want = PRODUCT_DERIVATIVES[name](env_product_train), PRODUCT_DERIVATIVES[name](env_product)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+B = jnp.asarray(RNG.normal(size=(3, 5, 6)))  # Hermite weights per pair
+W = jnp.asarray(RNG.normal(size=(3, 5, 6, 4)))  # the node tables' stand-in
+
+
+def _table_energy(prod, b, r, w):
+    return jnp.sum(jnp.tanh(prod(b * jnp.sum(r, -1, keepdims=True), r) * w))  # b depends on R, as in the model
+
+
+OUTER_DERIVATIVES = {
+    "grad": lambda p: jax.grad(_table_energy, (1, 2))(p, B, R[0], W),
+    "jvp": lambda p: jax.jvp(lambda b, r: _table_energy(p, b, r, W), (B, R[0]), (B[..., ::-1], R[0] ** 2))[1],
+    # the training step's case: the table's gradient of a loss on the R-gradient ("forces")
+    "grad_of_force_loss": lambda p: jax.grad(lambda w: jnp.sum(jax.grad(_table_energy, 2)(p, B, R[0], w) ** 2))(W),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTER_DERIVATIVES))
+def test_outer_derivatives_equal_plain_product(name):
+    plain = lambda b, r: b[..., :, None] * r[..., None, :]  # noqa: E731
+    got, want = OUTER_DERIVATIVES[name](outer), OUTER_DERIVATIVES[name](plain)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
