@@ -5,8 +5,8 @@ polynomials. Here the same idea speeds up *training* (``training.embedding_table
 the net with its first and second derivatives (forward mode) on ``nodes`` evenly spaced points spanning
 the step's s values, and G(s) between two nodes is the quintic Hermite polynomial matching value, slope
 and curvature at both ends. The interpolant is C², and its error falls as h⁶ with the node spacing
-h = (s range) / (nodes − 1): at 64 nodes the water model's energies move by ~1e-14 relative
-(``tests/model/test_embed_table.py``).
+h = (s range) / (nodes − 1): at 64 nodes G is within ~4e-11 and dG/ds within ~5e-9 of a DeePMD-sized
+net (relative, s in [−1, 6]; ``tests/model/test_embed_table.py``).
 
 The descriptor needs G only inside T = Σ_j R_jᵀ G(s_j) (4 × M1 per atom). With the table,
 G(s_j) = Σ_c b_c(t_j) Y_c[k_j] (six basis weights b of the position t_j of s_j between nodes k_j and
