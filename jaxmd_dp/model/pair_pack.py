@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.model.embed_table import outer
+
 
 class Packing(NamedTuple):
     """How to run the embedding nets on real pairs.
@@ -167,7 +169,7 @@ def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre) -> jax.Array
     nf, n, s = mask.shape
     one_type = isinstance(centre, (int, np.integer))
     e = empty[centre][None] if one_type else empty  # (k, sel_t, 4): the centre types present
-    blocks = e[..., :, None] * net(e[..., :1])[..., None, :]  # (k, sel_t, 4, M1)
+    blocks = outer(e, net(e[..., :1]))  # (k, sel_t, 4, M1); e ⊗ G(e_0), with element-wise transposes
     hole = (~mask).astype(blocks.dtype)  # (nf, n, sel_t)
     if not one_type:  # one indicator column per (centre type, slot): the atom's own type only
         hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in range(e.shape[0])],
