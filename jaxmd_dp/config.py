@@ -131,9 +131,11 @@ _nonneg_float = _above(_float, 0.0, strict=False)
 
 
 def _table_nodes(v: Any) -> int:
+    from jaxmd_dp.model.embed_table import MAX_NODES, MIN_NODES  # the table's own bounds (imports jax)
+
     n = _int(v)
-    if n != 0 and not 16 <= n <= 1024:
-        raise _Bad(f"expected 0 (off) or a node count from 16 to 1024, got {_show(v)}")
+    if n != 0 and not MIN_NODES <= n <= MAX_NODES:
+        raise _Bad(f"expected 0 (off) or a node count from {MIN_NODES} to {MAX_NODES}, got {_show(v)}")
     return n
 
 

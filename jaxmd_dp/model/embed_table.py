@@ -119,5 +119,5 @@ def table_env_product(net, R: jax.Array, mask: jax.Array, nodes: int) -> jax.Arr
     w = outer(b, R).reshape(nf * n * s * 2, 12)  # rows for nodes k and k + 1
     row = jnp.arange(nf * n, dtype=jnp.int32).reshape(nf, n, 1) * nodes + k  # (nf, n, s): atom's node k
     rows = jnp.stack([row, row + 1], axis=-1).reshape(-1)
-    A = jnp.zeros((nf * n * nodes, 12), R.dtype).at[rows].add(w, indices_are_sorted=False, unique_indices=False)
+    A = jnp.zeros((nf * n * nodes, 12), R.dtype).at[rows].add(w)
     return jnp.einsum("fnkca,kcm->fnam", A.reshape(nf, n, nodes, 3, 4), Y)

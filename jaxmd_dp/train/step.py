@@ -82,9 +82,8 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     else:
         nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
         nmax = jnp.max(nl.nneigh, axis=(0, 1))
-    keep = None if layout.pack is None and not layout.table else spec.sel
     pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                   layout.pack, keep, layout.table)
+                   layout.pack, spec.sel, layout.table)  # spec.sel: the slots the list holds (keep)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics
