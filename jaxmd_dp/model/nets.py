@@ -30,8 +30,18 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
-def _normal(mean: float, std: float):
+def init_moments(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
+    """(mean, standard deviation) of the normal distribution DeePMD-kit draws weight ``name`` of this
+    shape from: matrix (in, out) ~ N(0, 1/(in + out)), bias ~ N(0, 1), idt ~ N(0.1, 0.001²). The single
+    rule for both the Flax initialisers here and :func:`jaxmd_dp.model.energy.init_params`."""
+    if name == "matrix":
+        return 0.0, (shape[0] + shape[1]) ** -0.5
+    return {"bias": (0.0, 1.0), "idt": (0.1, 0.001)}[name]
+
+
+def _normal(name: str):
     def init(key, shape, dtype=jnp.float64):
+        mean, std = init_moments(name, shape)
         return mean + std * jax.random.normal(key, shape, dtype)
 
     return init
@@ -81,14 +91,14 @@ class Layer(nn.Module):
     def __call__(self, x: jax.Array, dx: jax.Array | None = None):
         """x: (..., in) → y: (..., out); with a tangent dx (..., in) also dy = ∂y/∂x · dx → (y, dy)."""
         n_in = x.shape[-1]
-        matrix = self.param("matrix", _normal(0.0, (n_in + self.features) ** -0.5), (n_in, self.features), self.dtype)
-        bias = self.param("bias", _normal(0.0, 1.0), (self.features,), self.dtype)
+        matrix = self.param("matrix", _normal("matrix"), (n_in, self.features), self.dtype)
+        bias = self.param("bias", _normal("bias"), (self.features,), self.dtype)
         act = ACTIVATIONS[self.activation]
         z = dense(x, matrix) + bias
         y, dy = (act(z), None) if dx is None else jax.jvp(act, (z,), (dense(dx, matrix),))
         skip = self.resnet and has_skip(n_in, self.features)
         if skip and self.resnet_dt:
-            idt = self.param("idt", _normal(0.1, 0.001), (self.features,), self.dtype)
+            idt = self.param("idt", _normal("idt"), (self.features,), self.dtype)
             y, dy = y * idt, None if dy is None else dy * idt
         if skip:
             twice = (lambda v: v) if self.features == n_in else (lambda v: jnp.concatenate([v, v], axis=-1))
