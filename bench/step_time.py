@@ -35,7 +35,6 @@ def main(argv=None) -> int:
     from jaxmd_dp.cli_util import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
     from jaxmd_dp.train.loop import Trainer
-    from jaxmd_dp.train.step import device_batch
 
     use_compile_cache(compile_cache_dir(args.compile_cache))
     config = load_config(args.config, ["training.numb_steps=10", f"model.descriptor.precision={args.precision}",
@@ -45,8 +44,8 @@ def main(argv=None) -> int:
     shapes = sorted({(int(b["coord"].shape[0]), int(b["natoms"])) for b in batches})
     runs = []
     for table in args.table:  # one jitted step per setting (the layout is a static argument)
-        layouts = [trainer.layout_for(b) for b in batches]
-        calls = [(device_batch(b), lay._replace(table=table)) for b, lay in zip(batches, layouts)]
+        prepared = [trainer.prepare(b) for b in batches]  # merged when the data's batch shapes are
+        calls = [(arrays, lay._replace(table=table)) for arrays, lay in prepared]
         state = jax.tree_util.tree_map(lambda x: x.copy(), trainer.state)  # the step donates its state
         t = time.perf_counter()
         for batch, layout in calls:  # one step per batch: compiles each batch shape

@@ -651,6 +651,10 @@ class TrainingConfig(_Section):
     neighbor_cache_mb (jaxmd_dp): host memory (MiB) for the training frames' neighbour lists, built once
     and kept across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results), and as much again for the
     validation frames'; 0: built in every step.
+    merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
+    lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
+    compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one
+    compile per shape, no padding.
     """
 
     _path = "training"
@@ -708,6 +712,7 @@ class TrainingConfig(_Section):
     pair_packing: bool = _field(_bool, True)
     embedding_table: int = _field(_table_nodes, 0)
     neighbor_cache_mb: int = _field(_nonneg_int, 2048)
+    merge_batches: bool = _field(_bool, True)
 
 
 def _validating_off(v: Any) -> bool:

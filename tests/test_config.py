@@ -218,6 +218,7 @@ def test_defaults_filled():
             "time_training": True, "tensorboard": False, "tensorboard_log_dir": "log", "tensorboard_freq": 1,
             "strict_sel": False, "kernels": "auto", "pair_packing": True, "embedding_table": 0,
             "neighbor_cache_mb": 2048,
+            "merge_batches": True,
         },
     }  # fmt: skip
 

@@ -28,7 +28,8 @@ def pair_vectors(coord: jax.Array, box: jax.Array | None, idx: jax.Array, shift:
 
     Args:
       coord: (nframes, natoms, 3) Å.
-      box: (nframes, 3, 3) Å (rows are cell vectors) or None without PBC.
+      box: (nframes, 3, 3) Å (rows are cell vectors), or (nframes, natoms, 3, 3): each centre atom's own
+        box (frames merged into one list of atoms, :mod:`jaxmd_dp.train.merge`), or None without PBC.
       idx: (nframes, natoms, nnei) int, −1 for an empty slot.
       shift: (nframes, natoms, nnei, 3) periodic image in cell vectors.
 
@@ -38,7 +39,10 @@ def pair_vectors(coord: jax.Array, box: jax.Array | None, idx: jax.Array, shift:
     j = jnp.where(idx >= 0, idx, 0)
     rj = jax.vmap(lambda c, jj: c[jj])(coord, j)  # (nf, nloc, nnei, 3)
     d = rj - coord[:, :, None, :]
-    if box is not None:
+    if box is not None and box.ndim == 4:  # written out: a batched 3 × 3 dot per atom is slow on the CPU
+        s = shift.astype(coord.dtype)
+        d = d + sum(s[..., k : k + 1] * box[:, :, None, k, :] for k in range(3))
+    elif box is not None:
         d = d + jnp.einsum("fasi,fij->fasj", shift.astype(coord.dtype), box)
     return d
 
@@ -82,7 +86,8 @@ def env_mat(
     """The normalised se_e2_a environment matrix.
 
     Args:
-      coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None; atype: (nframes, natoms) int;
+      coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å, per centre atom (nframes, natoms, 3, 3)
+      (jnp only; see :func:`pair_vectors`), or None; atype: (nframes, natoms) int;
       idx, shift: a neighbour list (see ``neighbor.build``); rcut, rcut_smth: Å;
       davg, dstd: (ntypes, nnei, 4) normalisation statistics.
       kernels: "pallas" | "jnp" | "auto" (default: ``$JAXMD_DP_KERNELS``, else auto = Pallas on GPU).

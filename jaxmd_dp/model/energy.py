@@ -234,3 +234,37 @@ def predict(
     (_, ae), (dc, de) = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(coord, eps0)
     virial = -jnp.swapaxes(de, -1, -2).reshape(nf, 9)
     return Prediction(jnp.sum(ae, axis=-1), -dc, virial, ae)
+
+
+def predict_merged(
+    hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
+    frame: jax.Array, nlist, nframes: int, capacity: tuple[int, ...] | None = None,
+    pack: tuple[int, ...] | None = None, keep: tuple[int, ...] | None = None, table: int = 0,
+) -> Prediction:
+    """:func:`predict` for several frames laid end to end in one list of atoms (a merged batch, see
+    :mod:`jaxmd_dp.train.merge`): the same numbers, one array shape for frames of any size.
+
+    coord: (1, atoms, 3) Å; atype: (1, atoms) int, −1 for padding; frame: (atoms,) int, each atom's
+    frame; box: (nframes, 3, 3) Å or None; nlist: idx (1, atoms, nnei) into the merged atoms (a neighbour
+    is always in the centre's frame), shift (1, atoms, nnei, 3) images in cell vectors of that frame's
+    box. Returns energy (nframes,) eV, force (1, atoms, 3) eV/Å, virial (nframes, 9) eV, atom_energy
+    (1, atoms) eV; padding frames get 0. Each frame has its own strain ε_f (see :func:`predict`): atom i
+    moves as r_i (I + ε_f(i)), its images with the frame's box box_f (I + ε_f). The environment matrix
+    is the jnp one (the Pallas kernel takes one box per frame).
+    """
+
+    def times(x, m):  # x (..., 3) @ m (..., 3, 3), written out (a batched 3 × 3 dot is slow on the CPU)
+        return sum(x[..., k : k + 1] * m[..., k, :] for k in range(3))
+
+    def total(c, eps):
+        strain = jnp.eye(3, dtype=c.dtype) + eps  # (nframes, 3, 3)
+        c2 = times(c[0], strain[frame])[None]
+        cells = None if box is None else times(box.astype(c.dtype), strain[:, None])[frame][None]  # (1, atoms, 3, 3)
+        ae = atomic_energy(hyper, params, stats, c2, cells, atype, nlist, capacity, "jnp", pack, keep, table)
+        return jnp.sum(ae), ae
+
+    eps0 = jnp.zeros((nframes, 3, 3), coord.dtype)
+    (_, ae), (dc, de) = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(coord, eps0)
+    of_frame = (frame[None, :] == jnp.arange(nframes)[:, None]).astype(ae.dtype)  # (nframes, atoms)
+    virial = -jnp.swapaxes(de, -1, -2).reshape(nframes, 9)
+    return Prediction(of_frame @ ae[0], -dc, virial, ae)

@@ -35,6 +35,7 @@ from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
+from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_capacity
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
@@ -253,7 +254,7 @@ class Trainer:
         """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch):
         jax has the step's lowering cached by then, so this costs about a second, no compilation."""
         try:
-            cost = step_cost(self.train_step, self.state, self.stats, device_batch(batch), self.layout_for(batch))
+            cost = step_cost(self.train_step, self.state, self.stats, *self.prepare(batch))
         except Exception as e:  # the summary must never stop a training  # noqa: BLE001
             self.log(f"(no FLOP estimate: {type(e).__name__}: {e})")
             cost = {}
@@ -275,13 +276,17 @@ class Trainer:
         for every frame, the most atoms of each type in those systems, and (``training.pair_packing``)
         the packed block sizes: the most neighbour pairs of each type in any of their frames; the
         neighbour list then holds only as many slots of each type as an atom of those frames fills
-        (its spec's sel, :func:`keep_sizes`), the rest being empty everywhere."""
+        (its spec's sel, :func:`keep_sizes`), the rest being empty everywhere.
+
+        With merged batches (:meth:`_merge_plans`) the lists of every shape hold the same slots, and
+        ``self.merged`` maps "train" / "valid" to the (shape, step layout) their batches are merged to."""
         systems_all = self.train_systems + self.valid_systems
         groups: dict = {}
         for k, s in enumerate(systems_all):
             groups.setdefault((s.natoms, s.pbc), []).append(k)
         pairs = self.scan.max_pairs_per_system if self.config.training.pair_packing else None
         table = self.config.training.embedding_table
+        self.merged = self._merge_plans(groups, pairs)
         layouts = {}
         for key, members in groups.items():
             systems = [systems_all[k] for k in members]
@@ -290,18 +295,81 @@ class Trainer:
             pack = None if pairs is None or table else pack_sizes(pairs[members].max(axis=0), key[0], self.hyper.sel)
             keep = None if pairs is None or (pack is None and not table) else keep_sizes(
                 self.scan.max_nbor_per_system[members].max(axis=0), self.hyper.sel)
+            if self.merged:  # every shape's lists as the merged steps'
+                keep = next(iter(self.merged.values()))[0][1].spec.sel
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
                                        self.config.training.kernels, pack, table)
         packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
-                  for (n, _), lay in layouts.items() if lay.pack]
+                  for (n, _), lay in layouts.items() if lay.pack and not self.merged]
+        packed += [f"merged {which} batches of {shape.atoms} atoms: {list(lay.pack)} pairs, slots {list(lay.spec.sel)}"
+                   for which, plan in self.merged.items() for shape, lay in plan if lay.pack]
         if packed:
             self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
                      + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
         if table:
             self.log(f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained "
                      "model is exact)")
+        if self.merged:
+            self.log("batches merged into one list of atoms per size, one compiled step each (training.merge_batches): "
+                     + "; ".join(f"{which} " + ", ".join(f"{s.atoms} atoms (≤ {s.frames} frames)" for s, _ in plan)
+                                 for which, plan in self.merged.items()))
         return layouts
+
+    def _merge_plans(self, groups: dict, pairs) -> dict:
+        """``training.merge_batches``: when the data has batches of several shapes, the merged shapes
+        (:mod:`train.merge`) of the training and of the validation batches, each with its step layout:
+        {"train": [(shape, layout), ...] by size, "valid": [...]}. {} when there is one shape, when
+        periodic and non-periodic systems are mixed, or when the workers' batches of one process are
+        stacked for one program (a device mesh: it draws one shape per step instead)."""
+        if (not self.config.training.merge_batches or len(groups) < 2 or len({pbc for _, pbc in groups}) > 1
+                or not self.batches.plain):
+            return {}
+        pbc, sel, table = next(iter(groups))[1], self.hyper.sel, self.config.training.embedding_table
+        tc = self.config.training
+        samplers = {"train": (self.train_data, 0, tc.numb_steps)}
+        if self.valid_data is not None:  # evaluated numb_btch batches every disp_freq steps
+            evals = tc.numb_steps // tc.disp_freq * tc.validation_data.numb_btch
+            samplers["valid"] = (self.valid_data, len(self.train_systems), evals)
+        plans = {}
+        for which, (sampler, first, calls) in samplers.items():
+            frames = np.asarray([min(int(b), s.nframes) for s, b in zip(sampler.systems, sampler.batch_sizes)])
+            size = frames * np.asarray([s.natoms for s in sampler.systems])
+            buckets = bucket_sizes(size, sampler.probs, calls)
+            plans[which] = []
+            for lo, hi in zip([0] + buckets[:-1], buckets):
+                members = np.flatnonzero((size > lo) & (size <= hi))
+                pack = None
+                if pairs is not None and not table:
+                    most = np.max([frames[i] * pairs[first + i] for i in members], axis=0)
+                    pack = pack_sizes(most, hi, sel)
+                capacity = merged_capacity([sampler.systems[i].atype for i in members], frames[members],
+                                           self.hyper.ntypes)
+                plans[which].append((MergedShape(hi, int(frames[members].max())), capacity, pack))
+        packs = [p for plan in plans.values() for _, _, p in plan]
+        if any(p is None for p in packs):  # the slots are cut only where every merged step packs
+            plans = {w: [(shape, cap, None) for shape, cap, _ in plan] for w, plan in plans.items()}
+        keep = sel
+        if pairs is not None and (table or all(p is not None for p in packs)):
+            keep = keep_sizes(self.scan.max_nbor_per_system.max(axis=0), sel)
+        spec = neighbor.NeighborSpec(float(self.hyper.rcut), tuple(keep), bool(pbc), "merged", (0, 0, 0), (1, 1, 1), 0)
+        kernels = self.config.training.kernels
+        return {w: [(shape, BatchLayout(spec, cap, kernels, pack, table, merged=True)) for shape, cap, pack in plan]
+                for w, plan in plans.items()}
+
+    def prepare(self, batch: dict, valid: bool = False) -> tuple[dict, BatchLayout]:
+        """A sampler batch → (the arrays the train or eval step takes, its static layout): the batch with
+        its neighbour lists (from the cache, or built), merged when the data's shapes are
+        (``training.merge_batches``). ``valid``: a validation batch."""
+        layout = self.layout_for(batch)
+        cache = self.valid_neighbor_cache if valid else self.neighbor_cache
+        plan = self.merged.get("valid" if valid else "train")
+        batch = cache.attach(batch, layout, always=plan is not None)
+        if plan is None:
+            return device_batch(batch), layout
+        nb, natoms = np.shape(batch["coord"])[0], int(batch["natoms"])
+        shape, merged = next((s, lay) for s, lay in plan if s.atoms >= nb * natoms and s.frames >= nb)
+        return merge_batch(batch, shape), merged
 
     def _compute_stats(self) -> Stats:
         """DeePMD-kit's statistics (env-matrix davg/dstd per type, energy bias) on the training data."""
@@ -367,9 +435,8 @@ class Trainer:
         sums, n = {}, 0
         for _ in range(self.config.training.validation_data.numb_btch):
             batch = self.valid_data.next_batch()
-            layout = self.layout_for(batch)
-            batch = self.valid_neighbor_cache.attach(batch, layout)
-            m = self.eval_step(params, self.stats, device_batch(batch), layout, lr)
+            arrays, layout = self.prepare(batch, valid=True)
+            m = self.eval_step(params, self.stats, arrays, layout, lr)
             na = int(batch["natoms"])
             for k, v in m.items():
                 if k != "nneigh_max":
@@ -412,9 +479,8 @@ class Trainer:
                 self._profile(step - start)
                 batch = self.batches.next()  # [data parallel] this process's workers' batches
                 recent[step] = int(batch["sys_index"])
-                layout = self.layout_for(batch)
-                batch = self.neighbor_cache.attach(batch, layout)  # lists built once per frame, not in every step
-                self.state, metrics = self.train_step(self.state, self.stats, device_batch(batch), layout)
+                arrays, layout = self.prepare(batch)  # lists built once per frame, not in every step
+                self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
                 nmax = jnp.maximum(nmax, metrics["nneigh_max"])
                 step += 1
                 if step == start + 1:  # the first call compiles the step

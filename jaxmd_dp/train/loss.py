@@ -38,25 +38,33 @@ def energy_loss(pred: Prediction, batch: dict, prefs: LossPrefs, lr, start_lr: f
 
     pred: model predictions, energy (nb,) eV, force (nb, natoms, 3) eV/Å, virial (nb, 9) eV.
     batch: labels ``energy``, ``force``, ``virial`` and flags ``find_energy``, ``find_force``, ``find_virial``.
+    A merged batch (:mod:`jaxmd_dp.train.merge`) also carries ``nframes`` and ``natoms``, its real frames
+    and atoms per frame: the means run over those (its padding holds 0 in labels and predictions).
     Returns (loss, metrics dict with rmse, rmse_e, rmse_f, rmse_v for the terms in the loss; NaN where the
     label is missing).
     """
-    natoms = pred.force.shape[1]
+    if "nframes" in batch:
+        nf, natoms = batch["nframes"], batch["natoms"]
+        per_frame = lambda x: jnp.sum(x) / (nf * (x.size // x.shape[0]))  # noqa: E731
+        per_atom = lambda x: jnp.sum(x) / (nf * natoms * 3)  # noqa: E731
+    else:
+        natoms = pred.force.shape[1]
+        per_frame = per_atom = jnp.mean
     terms = prefs.terms()
     loss = 0.0
     metrics = {}
     if "e" in terms:
-        mse = jnp.mean((pred.energy - batch["energy"]) ** 2)
+        mse = per_frame((pred.energy - batch["energy"]) ** 2)
         pe = prefactor(prefs.start_pref_e, prefs.limit_pref_e, lr, start_lr) * batch["find_energy"]
         loss = loss + pe / natoms * mse
         metrics["rmse_e"] = jnp.where(batch["find_energy"] > 0, jnp.sqrt(mse) / natoms, jnp.nan)
     if "f" in terms:
-        mse = jnp.mean((pred.force - batch["force"]) ** 2)
+        mse = per_atom((pred.force - batch["force"]) ** 2)
         pf = prefactor(prefs.start_pref_f, prefs.limit_pref_f, lr, start_lr) * batch["find_force"]
         loss = loss + pf * mse
         metrics["rmse_f"] = jnp.where(batch["find_force"] > 0, jnp.sqrt(mse), jnp.nan)
     if "v" in terms:
-        mse = jnp.mean((pred.virial - batch["virial"]) ** 2)
+        mse = per_frame((pred.virial - batch["virial"]) ** 2)
         pv = prefactor(prefs.start_pref_v, prefs.limit_pref_v, lr, start_lr) * batch["find_virial"]
         loss = loss + pv / natoms * mse
         metrics["rmse_v"] = jnp.where(batch["find_virial"] > 0, jnp.sqrt(mse) / natoms, jnp.nan)

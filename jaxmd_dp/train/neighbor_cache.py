@@ -74,7 +74,7 @@ class NeighborCache:
     def enabled(self) -> bool:
         return self.budget > 0
 
-    def attach(self, batch: dict, layout) -> dict:
+    def attach(self, batch: dict, layout, always: bool = False) -> dict:
         """``batch`` with its frames' neighbour lists added (keys :data:`NL_KEYS`, arrays with the
         batch's leading axes: (nb, ...) for a sampler batch, (nworkers, nb, ...) for stacked workers'
         batches). ``batch["frames"]``: the frames' indices in their system; layout: the batch's
@@ -83,8 +83,9 @@ class NeighborCache:
         A list not yet stored is built on the device and passed on as a device array, without waiting
         for it (the step is queued behind it); it is copied into the store at the next call, by which
         time it is ready, so a batch of new frames costs no host round-trip. Not :attr:`enabled`: the
-        batch as it is (the step builds its lists)."""
-        if not self.enabled:
+        batch as it is (the step builds its lists), or with lists built and not kept if ``always``
+        (merged batches, :mod:`jaxmd_dp.train.merge`, always carry their lists)."""
+        if not self.enabled and not always:
             return batch
         self._store_pending()
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
@@ -98,7 +99,7 @@ class NeighborCache:
 
     def _lists(self, sys_index: int, frames, coord, box, atype, layout):
         frames = np.asarray(frames)
-        store = self._store(int(sys_index), layout)
+        store = self._store(int(sys_index), layout) if self.enabled else None
         if store is not None and store.have[frames].all():
             return store.idx[frames].astype(np.int32), store.shift[frames], store.nmax[frames]
         lists = _builder(layout.spec, _kernels(layout))(coord, box, atype)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.model.energy import ModelHyper, Stats, predict
+from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
 
@@ -33,6 +33,7 @@ class BatchLayout(NamedTuple):
     pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack);
     # with pack or table, spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
     table: int = 0  # > 0: Rᵀ·G from a table of this many nodes of each embedding net (model.embed_table)
+    merged: bool = False  # batches merged into one list of atoms (train.merge); spec.sel: the lists' slots
 
 
 class TrainState(NamedTuple):
@@ -75,6 +76,13 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels
+    if layout.merged:  # the lists come with the batch (train.merge)
+        nl = neighbor.NeighborList(batch["nl_idx"], batch["nl_shift"], None, None)
+        pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
+                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table)
+        loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
+        metrics["nneigh_max"] = jnp.max(batch["nl_nmax"], axis=0)
+        return loss, metrics
     if "nl_idx" in batch:
         nl = neighbor.NeighborList(batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype),
                                    None, None)
