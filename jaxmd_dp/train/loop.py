@@ -279,7 +279,7 @@ class Trainer:
         (its spec's sel, :func:`keep_sizes`), the rest being empty everywhere.
 
         With merged batches (:meth:`_merge_plans`) the lists of every shape hold the same slots, and
-        ``self.merged`` maps "train" / "valid" to the (shape, step layout) their batches are merged to."""
+        ``self.merged`` maps "train" / "valid" to the (merged shape, step layout) of each merged size."""
         systems_all = self.train_systems + self.valid_systems
         groups: dict = {}
         for k, s in enumerate(systems_all):
