@@ -328,8 +328,8 @@ class Trainer:
         pbc, sel, table = next(iter(groups))[1], self.hyper.sel, self.config.training.embedding_table
         tc = self.config.training
         samplers = {"train": (self.train_data, 0, tc.numb_steps)}
-        if self.valid_data is not None:  # evaluated numb_btch batches every disp_freq steps
-            evals = tc.numb_steps // tc.disp_freq * tc.validation_data.numb_btch
+        if self.valid_data is not None:  # numb_btch batches at step 1, every disp_freq steps and the last
+            evals = (tc.numb_steps // tc.disp_freq + 2) * tc.validation_data.numb_btch
             samplers["valid"] = (self.valid_data, len(self.train_systems), evals)
         plans = {}
         for which, (sampler, first, calls) in samplers.items():
