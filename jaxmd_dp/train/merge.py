@@ -14,7 +14,7 @@ and each atom carries the index of its frame, so energies and virials are summed
 each frame keeps its own box (:func:`jaxmd_dp.model.energy.predict_merged`). Padding atoms have type −1
 and no neighbours, padding frames no atoms: they add nothing to the predictions, and the loss averages
 over the batch's real frames and atoms only (``nframes``, ``natoms``). Same numbers as the per-shape
-step up to the order of sums; one compile for all shapes.
+step up to the order of sums; one compile per merged size instead of one per shape.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def bucket_sizes(sizes: Sequence[int], probs: Sequence[float], calls: int | None
                  budget: float = COST_BUDGET) -> list[int]:
     """The merged sizes (atoms) for batches of ``sizes`` atoms drawn with probabilities ``probs`` (per
     system), for a run of ``calls`` steps. From the largest size down, a size joins the current merged
-    size while the padding of all sizes joined so far, Σ p · (merged size − size) atoms per step, stays
+    size while the padding of the sizes it holds, Σ p · (merged size − size) atoms per step, stays
     within ``budget`` × the expected atoms per step, or within :data:`COMPILE_ATOM_STEPS` over the
     ``calls`` steps (a short run pads everything to one size; a long one keeps its sizes apart); else it
     starts a merged size of its own. A batch goes to the smallest merged size that holds it. Ascending."""
