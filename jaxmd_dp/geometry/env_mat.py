@@ -23,6 +23,12 @@ def smooth_weight(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
     return u * u * u * (-6.0 * u * u + 15.0 * u - 10.0) + 1.0
 
 
+def times_cell(x: jax.Array, m: jax.Array) -> jax.Array:
+    """x (..., 3) @ m (..., 3, 3), broadcasting, written out as three products: XLA CPU runs a batched
+    3 × 3 dot (one per atom, say) far slower than these element-wise terms."""
+    return sum(x[..., k : k + 1] * m[..., k, :] for k in range(3))
+
+
 def pair_vectors(coord: jax.Array, box: jax.Array | None, idx: jax.Array, shift: jax.Array) -> jax.Array:
     """Vectors from each centre atom to each neighbour slot, d = r_j − r_i + shift @ box.
 
@@ -39,9 +45,8 @@ def pair_vectors(coord: jax.Array, box: jax.Array | None, idx: jax.Array, shift:
     j = jnp.where(idx >= 0, idx, 0)
     rj = jax.vmap(lambda c, jj: c[jj])(coord, j)  # (nf, nloc, nnei, 3)
     d = rj - coord[:, :, None, :]
-    if box is not None and box.ndim == 4:  # written out: a batched 3 × 3 dot per atom is slow on the CPU
-        s = shift.astype(coord.dtype)
-        d = d + sum(s[..., k : k + 1] * box[:, :, None, k, :] for k in range(3))
+    if box is not None and box.ndim == 4:  # each centre atom's own box
+        d = d + times_cell(shift.astype(coord.dtype), box[:, :, None])
     elif box is not None:
         d = d + jnp.einsum("fasi,fij->fasj", shift.astype(coord.dtype), box)
     return d

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.geometry.env_mat import env_mat
+from jaxmd_dp.geometry.env_mat import env_mat, times_cell
 from jaxmd_dp.model.fitting import EnergyFitting
 from jaxmd_dp.model.nets import init_moments
 from jaxmd_dp.model.pair_pack import Packing, empty_rows, kept_slots
@@ -253,13 +253,10 @@ def predict_merged(
     is the jnp one (the Pallas kernel takes one box per frame).
     """
 
-    def times(x, m):  # x (..., 3) @ m (..., 3, 3), written out (a batched 3 × 3 dot is slow on the CPU)
-        return sum(x[..., k : k + 1] * m[..., k, :] for k in range(3))
-
     def total(c, eps):
         strain = jnp.eye(3, dtype=c.dtype) + eps  # (nframes, 3, 3)
-        c2 = times(c[0], strain[frame])[None]
-        cells = None if box is None else times(box.astype(c.dtype), strain[:, None])[frame][None]  # (1, atoms, 3, 3)
+        c2 = times_cell(c[0], strain[frame])[None]
+        cells = None if box is None else times_cell(box.astype(c.dtype), strain[:, None])[frame][None]  # (1, atoms, 3, 3)
         ae = atomic_energy(hyper, params, stats, c2, cells, atype, nlist, capacity, "jnp", pack, keep, table)
         return jnp.sum(ae), ae
 

@@ -250,11 +250,12 @@ class Trainer:
         """Parameters per net (XLA's FLOPs estimate of a training step follows its first call)."""
         return format_summary(param_counts(self.state.params))
 
-    def _log_step_cost(self, batch: dict) -> None:
-        """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch):
-        jax has the step's lowering cached by then, so this costs about a second, no compilation."""
+    def _log_step_cost(self, batch: dict, arrays: dict, layout: BatchLayout) -> None:
+        """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch; arrays
+        and layout: what :meth:`prepare` made of it): jax has the step's lowering cached by then, so this
+        costs about a second, no compilation."""
         try:
-            cost = step_cost(self.train_step, self.state, self.stats, *self.prepare(batch))
+            cost = step_cost(self.train_step, self.state, self.stats, arrays, layout)
         except Exception as e:  # the summary must never stop a training  # noqa: BLE001
             self.log(f"(no FLOP estimate: {type(e).__name__}: {e})")
             cost = {}
@@ -488,7 +489,7 @@ class Trainer:
                     self.first_step_s = time.perf_counter() - t_window
                     self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
                     if writer or self.workers.log_mode != "master":
-                        self._log_step_cost(batch)
+                        self._log_step_cost(batch, arrays, layout)
                 if bar is not None:
                     bar.update(step)  # a python int: no device sync
                 display = step % tc.disp_freq == 0 or step == 1 or step == total

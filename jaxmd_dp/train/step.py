@@ -76,22 +76,20 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels
-    if layout.merged:  # the lists come with the batch (train.merge)
-        nl = neighbor.NeighborList(batch["nl_idx"], batch["nl_shift"], None, None)
-        pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
-                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table)
-        loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
-        metrics["nneigh_max"] = jnp.max(batch["nl_nmax"], axis=0)
-        return loss, metrics
-    if "nl_idx" in batch:
+    if "nl_idx" in batch:  # always with merged batches (train.merge)
         nl = neighbor.NeighborList(batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype),
                                    None, None)
         nmax = jnp.max(batch["nl_nmax"], axis=0)
     else:
         nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
         nmax = jnp.max(nl.nneigh, axis=(0, 1))
-    pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                   layout.pack, spec.sel, layout.table)  # spec.sel: the slots the list holds (keep)
+    # spec.sel: the slots the list holds (keep)
+    if layout.merged:
+        pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
+                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table)
+    else:
+        pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
+                       layout.pack, spec.sel, layout.table)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics
