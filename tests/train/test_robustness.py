@@ -123,3 +123,25 @@ def test_nan_in_data_stops_and_keeps_last_checkpoint(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(good), jax.tree_util.tree_leaves(after)))
     # the in-memory parameters are the last good ones too: finite
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(trainer.state.params))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_all_finite_sees_every_inf_and_nan_under_jit(dtype):
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmd_dp.train.step import all_finite
+
+    f = jax.jit(all_finite)
+    tree = {"a": jnp.ones((3, 4), dtype), "b": [jnp.full((5,), 1e30, dtype), jnp.zeros((2, 2), dtype)]}
+    assert bool(f(tree))
+    for bad in (np.inf, -np.inf, np.nan):
+        for path in (("a",), ("b", 0), ("b", 1)):
+            leaf = tree[path[0]] if len(path) == 1 else tree[path[0]][path[1]]
+            poisoned = leaf.reshape(-1).at[-1].set(bad).reshape(leaf.shape)
+            t = {"a": tree["a"], "b": list(tree["b"])}
+            if len(path) == 1:
+                t["a"] = poisoned
+            else:
+                t["b"][path[1]] = poisoned
+            assert not bool(f(t)), (bad, path)
