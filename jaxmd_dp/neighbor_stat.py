@@ -45,6 +45,7 @@ class NeighborStats:
     min_dist_per_system: np.ndarray | None = None
     max_pairs_per_system: np.ndarray | None = None
     max_nbor_per_system: np.ndarray | None = None
+    env_sums_per_system: list[np.ndarray] | None = None  # with rcut_smth: (nframes, ntypes, 5) per system
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -53,26 +54,32 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
     return [int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in np.asarray(max_nbor_size).tolist()]
 
 
-@partial(jax.jit, static_argnums=0)
-def _frame_stats(spec, coord, box, atype):
+@partial(jax.jit, static_argnums=(0, 1))
+def _frame_stats(spec, rcut_smth, coord, box, atype):
     """((nframes, ntypes) most neighbours of each type of an atom, (nframes,) min distance to the nearest
-    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type) of these frames; atype
-    (nframes, natoms).
+    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type, and with ``rcut_smth``
+    (else None) the environment-matrix sums (nframes, ntypes, 5) of :func:`geometry.stats.candidate_sums`)
+    of these frames; atype (nframes, natoms).
 
     Straight from the candidate pairs within rcut, frame by frame: counts and a minimum, no
     neighbour-list sort."""
     from jaxmd_dp.geometry import neighbor
+    from jaxmd_dp.geometry.stats import candidate_sums
 
-    def reduce(c, _):
+    nt = len(spec.sel)
+
+    def reduce(c, t):
         dmin = jnp.sqrt(jnp.min(jnp.where(c.valid, c.r2, jnp.inf)))
-        return jnp.max(c.nneigh[0], axis=0), dmin, c.cell_overflow, jnp.sum(c.nneigh[0], axis=0)
+        sums = None if rcut_smth is None else candidate_sums(c, t, nt, rcut_smth, spec.rcut)
+        return jnp.max(c.nneigh[0], axis=0), dmin, c.cell_overflow, jnp.sum(c.nneigh[0], axis=0), sums
 
-    nmax, dmin, overflow, pairs = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
-    return nmax, dmin, jnp.any(overflow), pairs
+    nmax, dmin, overflow, pairs, sums = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
+    return nmax, dmin, jnp.any(overflow), pairs, sums
 
 
 def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
-                  type_map: list[str] | None = None, method: str = "auto") -> NeighborStats:
+                  type_map: list[str] | None = None, method: str = "auto",
+                  rcut_smth: float | None = None, sum_frames: list | None = None) -> NeighborStats:
     """Neighbour statistics over every frame of ``systems`` (:class:`jaxmd_dp.data.system.System`).
 
     one_type: count every neighbour as one type (DeePMD-kit's ``--one-type``, for mixed-type models).
@@ -81,7 +88,11 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     of small systems compiles a handful of times, not once per system. ``method``: neighbour-list
     method (see ``neighbor.allocate``). Per system: ``min_dist_per_system`` (nsystems,) its shortest
     distance; ``max_nbor_per_system`` and ``max_pairs_per_system`` (nsystems, ntypes) the most neighbours
-    of each type of one atom, and of all atoms of one frame."""
+    of each type of one atom, and of all atoms of one frame. With ``rcut_smth`` (Å, not with ``one_type``)
+    and ``sum_frames`` (frame indices per system, for the first len(sum_frames) systems) also
+    ``env_sums_per_system``: those frames' environment-matrix sums (nframes, ntypes, 5) per system, NaN for
+    the other frames, from the same candidate pairs (the statistics' sums,
+    :func:`jaxmd_dp.geometry.stats.scanned_sums`; one pass instead of two)."""
     from jaxmd_dp.geometry import neighbor
 
     if rcut <= 0:
@@ -90,6 +101,12 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     nmax_sys = np.zeros((len(systems), nt), int)
     dmin_sys = np.full(len(systems), math.inf)
     pairs_sys = np.zeros((len(systems), nt), int)
+    if one_type or sum_frames is None:
+        rcut_smth = None
+    sums_sys = None if rcut_smth is None else [np.full((s.coord.shape[0], nt, 5), np.nan) for s in systems]
+    want_sys = [np.zeros(s.coord.shape[0], bool) for s in systems]
+    for k, idx in enumerate(sum_frames if rcut_smth is not None else ()):
+        want_sys[k][idx] = True
     groups: dict = {}
     for k, s in enumerate(systems):
         atype = np.zeros_like(s.atype) if one_type else np.asarray(s.atype)
@@ -101,28 +118,34 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
         box = np.concatenate([s.box for _, s, _ in members]) if periodic else None
         atype = np.concatenate([np.broadcast_to(t, (s.coord.shape[0], natoms)) for _, s, t in members])
         owner = np.concatenate([np.full(s.coord.shape[0], k) for k, s, _ in members])
+        frame = np.concatenate([np.arange(s.coord.shape[0]) for _, s, _ in members])
+        want = np.concatenate([want_sys[k] for k, _, _ in members])
         spec = neighbor.allocate(coord, box, rcut, (1,) * nt, method)
-        n = coord.shape[0]
-        size = max(1, min(chunk, n, MAX_PAIRS // max(1, natoms * neighbor.candidates_per_atom(spec))))
-        for a in range(0, n, size):
-            b = min(n, a + size)
-            c, bx, t = coord[a:b], None if box is None else box[a:b], atype[a:b]
-            if b - a < size:  # one compiled shape per group: pad with copies of the first frame (same answer)
-                pad = size - (b - a)
-                c = np.concatenate([c, np.repeat(c[:1], pad, 0)])
-                bx = None if bx is None else np.concatenate([bx, np.repeat(bx[:1], pad, 0)])
-                t = np.concatenate([t, np.repeat(t[:1], pad, 0)])
-            m, d, overflow, pairs = _frame_stats(spec, c, bx, t)
-            if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
-                brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
-                m, d, _, pairs = _frame_stats(brute, c, bx, t)
-            np.maximum.at(nmax_sys, owner[a:b], np.asarray(m)[: b - a])
-            np.minimum.at(dmin_sys, owner[a:b], np.asarray(d)[: b - a])
-            np.maximum.at(pairs_sys, owner[a:b], np.asarray(pairs)[: b - a])
+        size = max(1, min(chunk, coord.shape[0], MAX_PAIRS // max(1, natoms * neighbor.candidates_per_atom(spec))))
+        # the statistics' frames first, in chunks that also sum their environment matrices
+        for rows, smth in ((np.flatnonzero(want), rcut_smth), (np.flatnonzero(~want), None)):
+            n = len(rows)
+            step = max(1, min(size, n))
+            for a in range(0, n, step):
+                r = rows[a:a + step]
+                r = np.concatenate([r, np.repeat(r[:1], step - len(r))])  # one compiled shape: pad with a copy
+                c, bx, t = coord[r], None if box is None else box[r], atype[r]
+                m, d, overflow, pairs, sums = _frame_stats(spec, smth, c, bx, t)
+                if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
+                    brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
+                    m, d, _, pairs, sums = _frame_stats(brute, smth, c, bx, t)
+                real = min(step, n - a)  # frames of this chunk that are not padding
+                r = r[:real]
+                if sums is not None:
+                    for o, f, row in zip(owner[r], frame[r], np.asarray(sums, np.float64)[:real]):
+                        sums_sys[o][f] = row
+                np.maximum.at(nmax_sys, owner[r], np.asarray(m)[:real])
+                np.minimum.at(dmin_sys, owner[r], np.asarray(d)[:real])
+                np.maximum.at(pairs_sys, owner[r], np.asarray(pairs)[:real])
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
     return NeighborStats(float(rcut), names, nmax_sys.max(axis=0, initial=0), float(dmin_sys.min(initial=math.inf)),
                          int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys,
-                         nmax_sys)
+                         nmax_sys, sums_sys)
 
 
 def _type_map_of(paths: list[str]) -> list[str] | None:

@@ -51,7 +51,8 @@ from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
-__all__ = ["sample_stat_frames", "env_mat_stats", "env_mat_sums", "stats_from_sums", "energy_bias"]
+__all__ = ["sample_stat_frames", "sample_stat_indices", "env_mat_stats", "env_mat_sums", "scanned_sums", "stats_from_sums",
+           "energy_bias"]
 
 
 # ----------------------------------------------------------------------------- frame sampling
@@ -81,20 +82,27 @@ def sample_stat_frames(
       from :func:`jaxmd_dp.data.sampler.make_batch`: coord (nf, natoms, 3) Å, box (nf, 3, 3) Å,
       atype (natoms,), energy (nf,) eV, find_energy, pbc, ...
     """
-    if nbatch < 1:
-        raise ValueError(f"data_stat_nbatch must be >= 1, got {nbatch}")
     if isinstance(data, DataSampler):
         systems, sizes = data.systems, data.batch_sizes
     else:
         systems = list(data)
         sizes = resolve_batch_sizes(batch_size, [s.natoms for s in systems])
+    idx = sample_stat_indices([s.nframes for s in systems], sizes, nbatch, seed)
+    return [make_batch(system, i, k) for k, (system, i) in enumerate(zip(systems, idx))]
+
+
+def sample_stat_indices(nframes: Sequence[int], batch_sizes: Sequence[int], nbatch: int, seed: int = 0) -> list:
+    """The frame indices (one int array per system) that :func:`sample_stat_frames` takes from systems of
+    ``nframes`` frames with these batch sizes; known before any frame is read (the trainer's neighbour
+    scan computes the statistics' sums of exactly these frames)."""
+    if nbatch < 1:
+        raise ValueError(f"data_stat_nbatch must be >= 1, got {nbatch}")
     rng = np.random.default_rng(seed)
     out = []
-    for i, (system, bs) in enumerate(zip(systems, sizes)):
-        nf = system.nframes
+    for nf, bs in zip(nframes, batch_sizes):
         nbat = min(int(nbatch), -(-nf // int(bs)))
         perm = rng.permutation(nf)
-        out.append(make_batch(system, perm[: min(nf, nbat * int(bs))], i))
+        out.append(perm[: min(nf, nbat * int(bs))])
     return out
 
 
@@ -118,17 +126,42 @@ def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, ha
     Σ s² = Q_r. Frame by frame (:func:`~jaxmd_dp.geometry.neighbor.reduce_candidates`)."""
 
     def reduce(c, f_atype):
-        r2 = jnp.where(c.valid, c.r2, 1.0)
-        r = jnp.sqrt(r2)
-        w = smooth_weight(r, rcut_smth, spec.rcut)
-        s = jnp.where(c.valid, w / r, 0.0)
-        a = jnp.where(c.valid, w / r2 * (c.d[0] + c.d[1] + c.d[2]), 0.0)
-        q = jnp.sum(s * s, axis=(-2, -1))
         over = jnp.any(c.nneigh > jnp.asarray(spec.sel, jnp.int32))
-        return _per_type(f_atype, ntypes, jnp.sum(s, axis=(-2, -1)), q, jnp.sum(a, axis=(-2, -1)), q)[0], over
+        return candidate_sums(c, f_atype, ntypes, rcut_smth, spec.rcut), over
 
     sums, over = reduce_candidates(spec, reduce, coord, box if has_box else None, atype)
     return sums, jnp.any(over)
+
+
+def candidate_sums(c, atype, ntypes: int, rcut_smth: float, rcut: float):
+    """One frame's raw sums (ntypes, 5) [centres, S_r, Q_r, S_a, Q_a] from its candidate pairs ``c`` (a
+    :class:`~jaxmd_dp.geometry.neighbor.Candidates` of one frame) and atype (1, natoms): every neighbour
+    within rcut counts, so equal to the sel-slot sums when no atom overflows sel. Used by
+    :func:`_chunk_sums_candidates` and by the trainer's neighbour scan (``neighbor_stat``, which then
+    gives every frame's sums in its one pass)."""
+    r2 = jnp.where(c.valid, c.r2, 1.0)
+    r = jnp.sqrt(r2)
+    w = smooth_weight(r, rcut_smth, rcut)
+    s = jnp.where(c.valid, w / r, 0.0)
+    a = jnp.where(c.valid, w / r2 * (c.d[0] + c.d[1] + c.d[2]), 0.0)
+    q = jnp.sum(s * s, axis=(-2, -1))
+    return _per_type(atype, ntypes, jnp.sum(s, axis=(-2, -1)), q, jnp.sum(a, axis=(-2, -1)), q)[0]
+
+
+def scanned_sums(frames: Iterable[dict], frame_sums: Sequence[np.ndarray], nnei: int) -> np.ndarray | None:
+    """:func:`env_mat_sums` of ``frames`` (batches of :func:`sample_stat_frames`, with ``sys_index`` and
+    ``frames``) from per-frame sums already computed: ``frame_sums[i]`` (nframes of system i, ntypes, 5)
+    from the neighbour scan, NaN for frames it did not sum (then None is returned). Equal to
+    :func:`env_mat_sums` when no atom of these frames has more neighbours of a type than sel (the caller
+    checks)."""
+    total = 0.0
+    for batch in frames:
+        total = total + np.sum(frame_sums[batch["sys_index"]][batch["frames"]], axis=0)
+    total = np.array(total, np.float64)
+    if not np.all(np.isfinite(total)):
+        return None
+    total[..., 0] *= nnei
+    return total
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))

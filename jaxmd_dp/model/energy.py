@@ -144,9 +144,9 @@ def init_params(hyper: ModelHyper, seed: int = 0):
 @functools.lru_cache(maxsize=32)
 def param_shapes(hyper: ModelHyper):
     """The weight tree's shapes and dtypes (``jax.ShapeDtypeStruct``), without computing anything."""
-    R = jnp.zeros((1, 1, hyper.nnei, 4))
-    return jax.eval_shape(lambda key: DeepPot(hyper).init(key, R, jnp.zeros((1, 1), jnp.int32))["params"],
-                          jax.random.PRNGKey(0))
+    return jax.eval_shape(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"],
+                          jax.ShapeDtypeStruct((2,), jnp.uint32), jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
+                          jax.ShapeDtypeStruct((1, 1), jnp.int32))
 
 
 def atomic_energy(

@@ -25,11 +25,12 @@ import numpy as np
 
 from jaxmd_dp import __version__
 from jaxmd_dp.config import Config
-from jaxmd_dp.data.sampler import DataSampler, find_systems
+from jaxmd_dp.data.sampler import DataSampler, find_systems, resolve_batch_sizes
 from jaxmd_dp.data.system import System, load_system
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.geometry.stats import energy_bias, env_mat_stats, sample_stat_frames
+from jaxmd_dp.geometry.stats import (energy_bias, env_mat_stats, sample_stat_frames, sample_stat_indices, scanned_sums,
+                                     stats_from_sums)
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, type_capacity
 from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
 from jaxmd_dp.train import lcurve
@@ -70,13 +71,16 @@ def resolve_sel(sel, max_nbor, hyper_rcut: float, log=print) -> tuple[int, ...]:
     return out
 
 
-def scan_neighbors(systems: list[System], rcut: float, ntypes: int, log=print) -> NeighborStats:
+def scan_neighbors(systems: list[System], rcut: float, ntypes: int, log=print, rcut_smth: float | None = None,
+                   sum_frames: list | None = None) -> NeighborStats:
     """One pass over every frame of ``systems`` (training and validation): neighbours within ``rcut``
-    per system (for ``sel: auto``), closest pairs (data check) and pairs per frame (pair packing)."""
+    per system (for ``sel: auto``), closest pairs (data check), pairs per frame (pair packing) and, with
+    ``rcut_smth`` and ``sum_frames`` (the statistics' frames of the first systems), their
+    environment-matrix sums (:func:`compute_stats`)."""
     from jaxmd_dp.neighbor_stat import neighbor_stat
 
     t = time.perf_counter()
-    scan = neighbor_stat(systems, rcut, ntypes)
+    scan = neighbor_stat(systems, rcut, ntypes, rcut_smth=rcut_smth, sum_frames=sum_frames)
     log(f"neighbour scan of {scan.nframes} frames in {time.perf_counter() - t:.1f} s")
     return scan
 
@@ -118,11 +122,22 @@ class StopSignals:
         return workers.broadcast(next((n for n in names if n), None) if workers.is_writer else None)
 
 
-def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int) -> Stats:
+def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int,
+                  scan: NeighborStats | None = None) -> Stats:
     """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
-    type, and the per-type energy bias (least squares)."""
+    type, and the per-type energy bias (least squares). With a ``scan`` that holds every frame's
+    environment-matrix sums (its systems begin with ``data``'s), the sampled frames' sums are added up
+    from it instead of a second pass over them, unless some sampled system has more neighbours of a type
+    than sel (then only the nearest sel count: the second pass does that)."""
     frames = sample_stat_frames(data, nbatch, seed)
-    davg, dstd = env_mat_stats(frames, hyper, protect)
+    sums = None
+    if scan is not None and scan.env_sums_per_system is not None and all(
+            np.all(scan.max_nbor_per_system[f["sys_index"]] <= np.asarray(hyper.sel)) for f in frames):
+        sums = scanned_sums(frames, scan.env_sums_per_system, hyper.nnei)  # None if a frame was not summed
+    if sums is not None:
+        davg, dstd = stats_from_sums(sums, hyper.nnei, protect)
+    else:
+        davg, dstd = env_mat_stats(frames, hyper, protect)
     try:
         bias = energy_bias(frames, hyper.ntypes)
     except ValueError as e:
@@ -184,7 +199,14 @@ class Trainer:
                                  "use --init-model to start a new training from it")
         # one scan of every frame: sel "auto", the closest-pair data check, pair-packing block sizes
         rcut = config.model.descriptor.rcut
-        self.scan = scan_neighbors(self.train_systems + self.valid_systems, rcut, len(type_map), self.log)
+        td = tc.training_data
+        sum_frames = None  # the statistics' frames: their env-matrix sums come from the scan's pass
+        if ckpt_meta is None and init_model is None and self.workers.is_writer:
+            sizes = resolve_batch_sizes(td.batch_size, [s.natoms for s in self.train_systems])
+            sum_frames = sample_stat_indices([s.nframes for s in self.train_systems], sizes,
+                                             config.model.data_stat_nbatch, self.seed)
+        self.scan = scan_neighbors(self.train_systems + self.valid_systems, rcut, len(type_map), self.log,
+                                   config.model.descriptor.rcut_smth, sum_frames)
         if ckpt_meta is None:
             max_nbor = self.scan.max_nbor_per_system[: len(self.train_systems)].max(axis=0)
             model["descriptor"]["sel"] = list(resolve_sel(config.model.descriptor.sel, max_nbor, rcut, self.log))
@@ -193,7 +215,6 @@ class Trainer:
         self._check_sel_fits(config.model.descriptor.sel)
 
         # [data parallel] data samplers: each worker draws its own batches (seed offset by its worker index)
-        td = tc.training_data
         self.batches = self.workers.batches(
             lambda w: DataSampler(self.train_systems, td.batch_size, td.auto_prob, td.sys_probs,
                                   seed=worker_seed(self.seed, w)), group_seed=self.seed)
@@ -238,7 +259,7 @@ class Trainer:
                 stats = self.workers.broadcast(self._compute_stats() if self.workers.is_writer else None)
                 params = init_params(self.hyper, self._init_seed())
             params = jax.tree_util.tree_map(jnp.asarray, params)
-            self.stats = Stats(*(jnp.asarray(s) for s in stats))
+            self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
             self.state = init_state(params, self.optimizer)
         if self.workers.is_writer or self.workers.log_mode != "master":
             self.log(self.model_summary())
@@ -376,7 +397,7 @@ class Trainer:
         """DeePMD-kit's statistics (env-matrix davg/dstd per type, energy bias) on the training data."""
         t = time.perf_counter()
         stats = compute_stats(self.train_data, self.hyper, self.config.model.data_stat_nbatch,
-                              self.config.model.data_stat_protect, self.seed)
+                              self.config.model.data_stat_protect, self.seed, self.scan)
         self.log(f"data statistics in {time.perf_counter() - t:.1f} s; energy bias per type (eV): "
                  f"{dict(zip(self.hyper.type_map, np.round(np.asarray(stats.energy_bias), 4).tolist()))}")
         return stats
@@ -464,7 +485,8 @@ class Trainer:
                 lcurve.truncate_after(self.lcurve_path, start)
             fout = open(self.lcurve_path, "a" if start > 0 and self.lcurve_path.exists() else "w")
         header_done = start > 0
-        nmax = jnp.zeros(self.hyper.ntypes, jnp.int32)
+        nmax = np.zeros(self.hyper.ntypes, np.int32)
+        counts = []  # each step's nneigh_max (device arrays), folded into nmax when displayed
         sel = np.asarray(self.hyper.sel)
         t_window = time.perf_counter()
         windows: list[tuple[int, float]] = []
@@ -482,7 +504,10 @@ class Trainer:
                 recent[step] = int(batch["sys_index"])
                 arrays, layout = self.prepare(batch)  # lists built once per frame, not in every step
                 self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
-                nmax = jnp.maximum(nmax, metrics["nneigh_max"])
+                counts.append(metrics["nneigh_max"])
+                if len(counts) >= 100:  # a long display interval: fold the oldest (done by now) into nmax
+                    nmax = np.max([nmax, *map(np.asarray, counts[:50])], axis=0)
+                    del counts[:50]
                 step += 1
                 if step == start + 1:  # the first call compiles the step
                     jax.block_until_ready(self.state.step)
@@ -501,7 +526,9 @@ class Trainer:
                 if display:
                     train = {k: float(v) for k, v in metrics.items() if k not in ("nneigh_max", "lr")}
                     lr = float(metrics["lr"])
-                    self._check_overflow(np.asarray(nmax), sel, step)
+                    nmax = np.max([nmax, *map(np.asarray, counts)], axis=0)
+                    counts.clear()
+                    self._check_overflow(nmax, sel, step)
                     valid = self.validate(self.state.params, lr) if writer else None  # [data parallel]
                     now = time.perf_counter()
                     windows.append((step - last_disp, now - t_window))

@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxmd_dp.geometry import neighbor
@@ -49,7 +50,10 @@ class TrainState(NamedTuple):
 
 
 def init_state(params, optimizer) -> TrainState:
-    return TrainState(jnp.asarray(0), params, optimizer.init(params), jnp.asarray(-1))
+    """Step 0 and the optimizer's initial state. One jitted ``optimizer.init`` (eagerly, each zeros array
+    of a new shape compiled on its own: ~0.2 s of a cold start), and host scalars put on the device."""
+    return TrainState(jax.device_put(np.asarray(0)), params, jax.jit(optimizer.init)(params),
+                      jax.device_put(np.asarray(-1)))
 
 
 @functools.lru_cache(maxsize=16)

@@ -372,3 +372,29 @@ def test_stats_agree_with_deepmd_fixture(name):
     assert np.all(dbias <= tol_bias), (dbias, tol_bias)
     if name == "water_se_e2_a":  # the sampling noise is small here: the plain 2 % holds with room
         assert np.all(rel < 0.005), rel
+
+
+@pytest.mark.parametrize("data,names,sel,cut", [
+    ("water", ["data_0", "data_1"], (46, 92), (6.0, 0.5)),
+    ("nopbc_cho_combustion", ["C1H4O2", "C3H3O4", "C4H3O1"], (16, 16, 16), (5.0, 1.0)),
+])
+def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut):
+    """The trainer's one pass: the neighbour scan sums the statistics' frames (sample_stat_indices) and
+    scanned_sums adds them up as env_mat_sums does in its own pass; frames it did not sum give None."""
+    from jaxmd_dp.geometry.stats import sample_stat_indices, scanned_sums
+    from jaxmd_dp.neighbor_stat import neighbor_stat
+
+    root = require(data)
+    types = list(WATER) if data == "water" else ["C", "H", "O"]
+    systems = [load_system(root / n, types) for n in names]
+    hyper = ModelHyper(tuple(types), sel, *cut)
+    idx = sample_stat_indices([s.nframes for s in systems], [1] * len(systems), nbatch=4, seed=2)
+    scan = neighbor_stat(systems, cut[0], len(types), rcut_smth=cut[1], sum_frames=idx, chunk=3)
+    assert np.all(scan.max_nbor_per_system <= np.asarray(sel))  # no overflow: both sum every neighbour
+    frames = sample_stat_frames(systems, 4, seed=2, batch_size=1)
+    assert [list(f["frames"]) for f in frames] == [list(i) for i in idx]
+    want = env_mat_sums(frames, hyper)
+    np.testing.assert_allclose(scanned_sums(frames, scan.env_sums_per_system, hyper.nnei), want, rtol=1e-12)
+    assert np.isnan(scan.env_sums_per_system[0]).any()  # frames outside the sample are not summed
+    other = [dict(f, frames=np.setdiff1d(np.arange(s.nframes), f["frames"])[:2]) for f, s in zip(frames, systems)]
+    assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
