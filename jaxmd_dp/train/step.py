@@ -141,9 +141,12 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
 
 @functools.lru_cache(maxsize=16)
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
-    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static)."""
+    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static).
+
+    Compiled with XLA's backend optimisation level 1 (of 3): on the water step it compiled in 1.5–1.7 s
+    against 1.8 s, and ran no slower (11.5–12.9 against 13.7–18.8 ms, 3 runs each)."""
 
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
-    return jax.jit(eval_step, static_argnums=3)
+    return jax.jit(eval_step, static_argnums=3, compiler_options={"xla_backend_optimization_level": 1})
