@@ -374,11 +374,11 @@ def test_stats_agree_with_deepmd_fixture(name):
         assert np.all(rel < 0.005), rel
 
 
-@pytest.mark.parametrize("data,names,sel,cut", [
-    ("water", ["data_0", "data_1"], (46, 92), (6.0, 0.5)),
-    ("nopbc_cho_combustion", ["C1H4O2", "C3H3O4", "C4H3O1"], (16, 16, 16), (5.0, 1.0)),
+@pytest.mark.parametrize("data,names,sel,cut,all_summed", [
+    ("water", ["data_0", "data_1"], (46, 92), (6.0, 0.5), True),  # 232 frames not sampled: all summed
+    ("nopbc_cho_combustion", ["C1H4O2", "C3H3O4", "C4H3O1"], (16, 16, 16), (5.0, 1.0), False),  # 1,562 frames
 ])
-def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut):
+def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed, monkeypatch):
     """The trainer's one pass: the neighbour scan sums the statistics' frames (sample_stat_indices) and
     scanned_sums adds them up as env_mat_sums does in its own pass; frames it did not sum give None."""
     from jaxmd_dp.geometry.stats import sample_stat_indices, scanned_sums
@@ -395,6 +395,18 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut):
     assert [list(f["frames"]) for f in frames] == [list(i) for i in idx]
     want = env_mat_sums(frames, hyper)
     np.testing.assert_allclose(scanned_sums(frames, scan.env_sums_per_system, hyper.nnei), want, rtol=1e-12)
-    assert np.isnan(scan.env_sums_per_system[0]).any()  # frames outside the sample are not summed
-    other = [dict(f, frames=np.setdiff1d(np.arange(s.nframes), f["frames"])[:2]) for f, s in zip(frames, systems)]
+    other = [make_batch(s, np.setdiff1d(np.arange(s.nframes), f["frames"])[:2], k)
+             for k, (f, s) in enumerate(zip(frames, systems))]
+    if all_summed:  # few frames outside the sample (≤ SUM_ALL_FRAMES): all summed, one compile
+        assert np.isfinite(scan.env_sums_per_system[0]).all()
+        np.testing.assert_allclose(scanned_sums(other, scan.env_sums_per_system, hyper.nnei),
+                                   env_mat_sums(other, hyper), rtol=1e-12)
+    else:
+        assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
+    import jaxmd_dp.neighbor_stat as ns
+
+    monkeypatch.setattr(ns, "SUM_ALL_FRAMES", 0)  # only the sampled frames: the others are not summed
+    scan = neighbor_stat(systems, cut[0], len(types), rcut_smth=cut[1], sum_frames=idx, chunk=3)
+    np.testing.assert_allclose(scanned_sums(frames, scan.env_sums_per_system, hyper.nnei), want, rtol=1e-12)
+    assert np.isnan(scan.env_sums_per_system[0]).any()
     assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
