@@ -28,6 +28,23 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
         return 130
 
 
+def exit_now(code: int):
+    """Exit with ``code`` without the interpreter's teardown when that is safe: after a training run,
+    freeing every module and XLA object took ~0.4 s. stdout and stderr are flushed first; every file the
+    commands write is closed by then (checkpoints are written synchronously, log lines opened per line).
+    Under MPI or ``jax.distributed`` the normal exit runs, so their finalisers do."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if "mpi4py" in sys.modules:
+        sys.exit(code)
+    if "jax" in sys.modules:
+        import jax
+
+        if jax.distributed.is_initialized():
+            sys.exit(code)
+    os._exit(code)
+
+
 COMPILE_CACHE_DEFAULT = "~/.cache/jaxmd_dp/xla"
 COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # least recently used entries are evicted beyond this (with filelock)
 

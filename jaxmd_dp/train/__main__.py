@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
-from jaxmd_dp.cli_util import COMPILE_CACHE_DEFAULT, compile_cache_dir, run_cli, use_compile_cache
+from jaxmd_dp.cli_util import COMPILE_CACHE_DEFAULT, compile_cache_dir, exit_now, run_cli, use_compile_cache
 from jaxmd_dp.config import Config, load_config
 from jaxmd_dp.errors import InputError
 
@@ -123,4 +122,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    exit_now(run_cli(main))
