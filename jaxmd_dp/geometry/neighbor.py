@@ -345,22 +345,20 @@ def candidates(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atyp
     return Candidates(d, cands[0], cands[3], nneigh, jnp.any(ovf))
 
 
-def reduce_candidates(spec: NeighborSpec, fn, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
-                      *extra: jax.Array):
-    """``fn(cands, atype, *extra)`` for each frame in turn (``lax.map``), stacked over frames: cands the
-    frame's :class:`Candidates`, atype its (1, natoms) types and each of ``extra`` (per-frame arrays with
-    a leading frame axis) its own rows, all with a leading frame axis of 1. coord (nframes, natoms, 3) Å;
-    box (nframes, 3, 3) or None; atype (nframes, natoms).
+def reduce_candidates(spec: NeighborSpec, fn, coord: jax.Array, box: jax.Array | None, atype: jax.Array):
+    """``fn(cands, atype)`` for each frame in turn (``lax.map``), stacked over frames: cands the frame's
+    :class:`Candidates` and atype its (1, natoms) types, both with a leading frame axis of 1. coord
+    (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
 
     For statistics that reduce the candidates: each frame's candidate blocks are reduced while they are
     in cache, and the cell list's gathers stay unbatched (vmapped over 64 water frames, XLA CPU took 7×
     longer)."""
 
     def one(frame):
-        c, b, t, *more = (None if x is None else x[None] for x in frame)
-        return fn(candidates(spec, c, b, t), t, *more)
+        c, b, t = (None if x is None else x[None] for x in frame)
+        return fn(candidates(spec, c, b, t), t)
 
-    return jax.lax.map(one, (coord, box, atype, *extra))
+    return jax.lax.map(one, (coord, box, atype))
 
 
 def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,

@@ -51,8 +51,8 @@ from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
-__all__ = ["sample_stat_frames", "sample_stat_indices", "env_mat_stats", "env_mat_sums", "scanned_sums", "stats_from_sums",
-           "energy_bias"]
+__all__ = ["sample_stat_frames", "sample_stat_indices", "env_mat_stats", "env_mat_sums", "scanned_sums",
+           "stats_from_sums", "energy_bias"]
 
 
 # ----------------------------------------------------------------------------- frame sampling
@@ -137,8 +137,8 @@ def candidate_sums(c, atype, ntypes: int, rcut_smth: float, rcut: float):
     """One frame's raw sums (ntypes, 5) [centres, S_r, Q_r, S_a, Q_a] from its candidate pairs ``c`` (a
     :class:`~jaxmd_dp.geometry.neighbor.Candidates` of one frame) and atype (1, natoms): every neighbour
     within rcut counts, so equal to the sel-slot sums when no atom overflows sel. Used by
-    :func:`_chunk_sums_candidates` and by the trainer's neighbour scan (``neighbor_stat``, which then
-    gives every frame's sums in its one pass)."""
+    :func:`_chunk_sums_candidates` and by the trainer's neighbour scan (``neighbor_stat``, which sums the
+    statistics' frames in the same pass as its counts)."""
     r2 = jnp.where(c.valid, c.r2, 1.0)
     r = jnp.sqrt(r2)
     w = smooth_weight(r, rcut_smth, rcut)

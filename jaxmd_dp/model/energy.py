@@ -145,7 +145,8 @@ def init_params(hyper: ModelHyper, seed: int = 0):
 def param_shapes(hyper: ModelHyper):
     """The weight tree's shapes and dtypes (``jax.ShapeDtypeStruct``), without computing anything."""
     return jax.eval_shape(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"],
-                          jax.ShapeDtypeStruct((2,), jnp.uint32), jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
+                          jax.ShapeDtypeStruct((2,), jnp.uint32),
+                          jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
                           jax.ShapeDtypeStruct((1, 1), jnp.int32))
 
 

@@ -125,9 +125,9 @@ class StopSignals:
 def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int,
                   scan: NeighborStats | None = None) -> Stats:
     """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
-    type, and the per-type energy bias (least squares). With a ``scan`` that holds every frame's
-    environment-matrix sums (its systems begin with ``data``'s), the sampled frames' sums are added up
-    from it instead of a second pass over them, unless some sampled system has more neighbours of a type
+    type, and the per-type energy bias (least squares). With a ``scan`` that summed the sampled frames'
+    environment matrices (its systems begin with ``data``'s; :func:`scan_neighbors`), their sums are added
+    up from it instead of a second pass over them, unless some sampled system has more neighbours of a type
     than sel (then only the nearest sel count: the second pass does that)."""
     frames = sample_stat_frames(data, nbatch, seed)
     sums = None
