@@ -136,7 +136,8 @@ def init_params(hyper: ModelHyper, seed: int = 0):
 
     def draw(path, leaf):
         mean, std = init_moments(path[-1].key, leaf.shape)
-        return jnp.asarray(mean + std * rng.standard_normal(leaf.shape), leaf.dtype)
+        # cast on the host, then device_put: jnp.asarray(x, float32) compiles one convert per weight shape
+        return jax.device_put(np.asarray(mean + std * rng.standard_normal(leaf.shape), leaf.dtype))
 
     return jax.tree_util.tree_map_with_path(draw, param_shapes(hyper))
 

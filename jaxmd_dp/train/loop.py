@@ -258,7 +258,7 @@ class Trainer:
             else:
                 stats = self.workers.broadcast(self._compute_stats() if self.workers.is_writer else None)
                 params = init_params(self.hyper, self._init_seed())
-            params = jax.tree_util.tree_map(jnp.asarray, params)
+            params = jax.tree_util.tree_map(jax.device_put, params)  # host weights (init-model): no compile
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
             self.state = init_state(params, self.optimizer)
         if self.workers.is_writer or self.workers.log_mode != "master":
