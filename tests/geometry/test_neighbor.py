@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxmd_dp.geometry.neighbor import allocate, build
+from jaxmd_dp.geometry.neighbor import allocate, build, candidates_per_atom, fits, search_offsets
 
 METHODS = ("brute", "cell")
 
@@ -467,3 +467,36 @@ def test_closest_pair_distance_equals_neighbour_list_minimum():
     assert np.all(closest_pair_distance(coord[:, :1], box) == np.inf)
     free = closest_pair_distance(coord, None)  # no PBC: plain distances
     assert np.all(free >= got - 1e-12)
+
+
+def test_search_skips_images_beyond_rcut():
+    """Image offsets whose cells lie farther than rcut are not searched, and the lists stay complete: a
+    7.2 Å cube with rcut 8 Å (Cu's 32-atom cells) searches 81 of the 125 images in reach. A box with the
+    same reach but smaller does not fit that spec: it needs some of the skipped images."""
+    rng = np.random.default_rng(5)
+    L, rcut, natoms, sel = 7.2, 8.0, 8, (300, 300)
+    box = np.stack([np.diag([L, L, L]), np.diag([L, L, L]) * 1.02])
+    coord = np.einsum("fni,fij->fnj", rng.uniform(-0.3, 1.3, (2, natoms, 3)), box)
+    atype = random_types(rng, natoms)
+    spec, nl = build_with("brute", coord, box, atype, rcut, sel)
+    assert spec.reach == (2, 2, 2) and len(spec.skip) == 125 - 81
+    assert len(search_offsets(spec)) == 81 and candidates_per_atom(spec) == 81 * natoms
+    check_all(nl, coord, box, atype, rcut, sel)
+
+    # a smaller cube within the same reach (5.6 Å: 8/5.6 < 2) needs (2, 2, 0) (gap 7.9 Å): it does not fit
+    small = box[:1] * (5.6 / L)
+    assert spec_widths(small).min() * 2 >= rcut and not fits(spec, small) and fits(spec, box * 1.01)
+    coord_s = np.einsum("fni,fij->fnj", rng.uniform(0, 1, (1, natoms, 3)), small)
+    spec_s, nl_s = build_with("brute", coord_s, small, atype, rcut, sel)
+    assert spec_s.reach == (2, 2, 2) and (2, 2, 0) not in spec_s.skip and (2, 2, 2) in spec_s.skip
+    check_all(nl_s, coord_s, small, atype, rcut, sel)
+
+    # a long rectangular cell: the per-axis bound skips (0, ±2, ±2) (gap 8.8 Å), which the singular value
+    # alone would not (3 Å × √2)
+    box_r = np.diag([3.0, 6.0, 6.5])[None]
+    coord_r = np.einsum("fni,fij->fnj", rng.uniform(0, 1, (1, natoms, 3)), box_r)
+    spec_r, nl_r = build_with("brute", coord_r, box_r, atype, 7.0, sel)
+    assert spec_r.reach == (3, 2, 2) and (0, 2, 2) in spec_r.skip and (0, 1, 2) not in spec_r.skip
+    check_all(nl_r, coord_r, box_r, atype, 7.0, sel)
+    # similar boxes give the same spec (one compiled builder): the skipped offsets, not the box, are in it
+    assert allocate(coord, box * 1.01, rcut, sel, method="brute") == spec
