@@ -50,10 +50,13 @@ class TrainState(NamedTuple):
 
 
 def init_state(params, optimizer) -> TrainState:
-    """Step 0 and the optimizer's initial state. One jitted ``optimizer.init`` (eagerly, each zeros array
-    of a new shape compiled on its own: ~0.2 s of a cold start), and host scalars put on the device."""
-    return TrainState(jax.device_put(np.asarray(0)), params, jax.jit(optimizer.init)(params),
-                      jax.device_put(np.asarray(-1)))
+    """Step 0 and the optimizer's initial state, with no compile: the state's shapes from
+    ``jax.eval_shape(optimizer.init)`` and zeros put on the device (the optimizers of
+    :func:`make_optimizer` start from zeros: Adam's count and moments; a jitted ``optimizer.init`` was a
+    0.1 s compile of every cold start, an eager one a compile per zeros shape)."""
+    zeros = jax.tree_util.tree_map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)),
+                                   jax.eval_shape(optimizer.init, params))
+    return TrainState(jax.device_put(np.asarray(0)), params, zeros, jax.device_put(np.asarray(-1)))
 
 
 @functools.lru_cache(maxsize=16)

@@ -78,3 +78,21 @@ def test_energy_loss_matches_numpy():
     # terms whose prefactors are both zero are not in the loss nor the metrics
     _, m3 = energy_loss(pred, batch, LossPrefs(0.02, 1.0, 1000.0, 1.0, 0.0, 0.0), lr, start)
     assert set(m3) == {"rmse", "rmse_e", "rmse_f"}
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-3])
+def test_init_state_is_the_optimizers_own_init(weight_decay):
+    """init_state builds the optimizer state from shapes and zeros (no compile): it must equal what
+    ``optimizer.init`` gives, leaf by leaf, in structure, dtype and value."""
+    import jax
+
+    from jaxmd_dp.train.step import init_state, make_optimizer
+
+    opt = make_optimizer(exp_decay(1e-3, 1e-8, 100, 1000), weight_decay=weight_decay)
+    params = {"a": {"w": np.full((3, 4), 0.5, np.float32), "b": np.ones(4, np.float64)}, "c": np.arange(5.0)}
+    state = init_state(params, opt)
+    ref = opt.init(params)
+    assert jax.tree_util.tree_structure(state.opt_state) == jax.tree_util.tree_structure(ref)
+    for a, b in zip(jax.tree_util.tree_leaves(state.opt_state), jax.tree_util.tree_leaves(ref)):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(np.asarray(a), np.asarray(b))
+    assert int(state.step) == 0 and int(state.first_bad) == -1
