@@ -14,6 +14,7 @@ import functools
 import itertools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -420,12 +421,28 @@ def test_cell_overflow_flag():
 def test_order_any_same_neighbours(method, sel):
     """order="any" (the training step's sort-free list) holds the same neighbours in every type group as
     the nearest-first list, and equals it exactly when some type overflows its sel (nearest kept)."""
+    _check_order_any(method, sel, len(sel))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("sel", [(100,), (12,), (30, 30, 40), (3, 4, 5)])
+def test_order_any_one_and_three_types(method, sel):
+    """The same with one type (a cumulative sum per type) and three (counters packed into int64 when a row
+    has more candidates than 10-bit fields hold, as brute force has here; else int32)."""
+    from jaxmd_dp.geometry.neighbor import _packed_counter_dtype
+
+    spec = _check_order_any(method, sel, len(sel))
+    packed = _packed_counter_dtype(len(sel), candidates_per_atom(spec))
+    assert packed is None if len(sel) == 1 else packed == (jnp.int64 if method == "brute" else jnp.int32)
+
+
+def _check_order_any(method, sel, ntypes):
     rng = np.random.default_rng(21)
     natoms, nframes, rcut = 90, 2, 3.7
     L = (natoms / 0.09) ** (1 / 3)
     box = np.stack([random_triclinic_box(rng, L) for _ in range(nframes)])
     coord = np.einsum("fni,fij->fnj", rng.uniform(-0.5, 1.5, (nframes, natoms, 3)), box)
-    atype = random_types(rng, natoms)
+    atype = random_types(rng, natoms, ntypes)
     spec = allocate(coord, box, rcut, sel, method=method)
     near = _jit_build(spec)(coord, box, atype)
     anyo = jax.jit(functools.partial(build, spec, order="any"))(coord, box, atype)
@@ -433,8 +450,8 @@ def test_order_any_same_neighbours(method, sel):
     if np.any(np.asarray(near.nneigh) > np.asarray(sel)):
         np.testing.assert_array_equal(np.asarray(anyo.idx), np.asarray(near.idx))
         np.testing.assert_array_equal(np.asarray(anyo.shift), np.asarray(near.shift))
-        return
-    assert sel == (40, 60)
+        return spec
+    assert min(sel) >= 30, "an ample sel must not overflow"
     sec = np.concatenate([[0], np.cumsum(sel)])
     for nl_a, nl_b in [(anyo, near)]:
         for t in range(len(sel)):
@@ -446,6 +463,7 @@ def test_order_any_same_neighbours(method, sel):
                 keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
             np.testing.assert_array_equal(keys[0], keys[1])
     assert not np.array_equal(np.asarray(anyo.idx), np.asarray(near.idx)), "expected a different slot order"
+    return spec
 
 
 def test_closest_pair_distance_equals_neighbour_list_minimum():
