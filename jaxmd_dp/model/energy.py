@@ -131,13 +131,13 @@ def init_params(hyper: ModelHyper, seed: int = 0):
     """Fresh weights with DeePMD-kit's initialisation (:func:`nets.init_moments`), drawn on the host
     with numpy's generator seeded by ``seed``: nothing to compile (drawing with ``jax.random`` compiled
     one threefry per weight array, 2–3 s of every cold start), and the same weights on every platform.
-    Weights are drawn leaf by leaf in the tree's (sorted) order."""
+    Weights are drawn leaf by leaf in the tree's (sorted) order and returned as host (numpy) arrays of the
+    nets' dtypes: put them on the device with ``jax.device_put`` (``jnp.asarray`` compiles per shape)."""
     rng = np.random.default_rng(seed)
 
     def draw(path, leaf):
         mean, std = init_moments(path[-1].key, leaf.shape)
-        # cast on the host, then device_put: jnp.asarray(x, float32) compiles one convert per weight shape
-        return jax.device_put(np.asarray(mean + std * rng.standard_normal(leaf.shape), leaf.dtype))
+        return np.asarray(mean + std * rng.standard_normal(leaf.shape), leaf.dtype)
 
     return jax.tree_util.tree_map_with_path(draw, param_shapes(hyper))
 

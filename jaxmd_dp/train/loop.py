@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp import __version__
@@ -31,7 +30,7 @@ from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import (energy_bias, env_mat_stats, sample_stat_frames, sample_stat_indices, scanned_sums,
                                      stats_from_sums)
-from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, type_capacity
+from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, param_shapes, type_capacity
 from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
@@ -40,7 +39,8 @@ from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
-from jaxmd_dp.train.step import BatchLayout, TrainState, device_batch, init_state, make_eval_step, make_optimizer
+from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, host_state, init_state, make_eval_step,
+                                 make_optimizer)
 from jaxmd_dp.train.summary import format_cost, format_summary, param_counts, step_cost
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class Trainer:
             else:
                 stats = self.workers.broadcast(self._compute_stats() if self.workers.is_writer else None)
                 params = init_params(self.hyper, self._init_seed())
-            params = jax.tree_util.tree_map(jax.device_put, params)  # host weights (init-model): no compile
+            params = jax.device_put(params)  # host weights: device_put compiles nothing (jnp.asarray would)
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
             self.state = init_state(params, self.optimizer)
         if self.workers.is_writer or self.workers.log_mode != "master":
@@ -416,11 +416,11 @@ class Trainer:
                 "workers": self.workers.size, "jaxmd_dp": __version__, "jax": jax.__version__}
 
     def _restore(self, ckpt: Checkpointer, meta: dict) -> None:
-        params = init_params(self.hyper)
-        target = {**init_state(params, self.optimizer)._asdict(), "stats": default_stats(self.hyper)._asdict()}
-        target = jax.tree_util.tree_map(np.asarray, target)
+        # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
+        params = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), param_shapes(self.hyper))
+        target = {**host_state(params, self.optimizer)._asdict(), "stats": default_stats(self.hyper)._asdict()}
         tree, _ = ckpt.restore(meta["step"], target=target)
-        tree = jax.tree_util.tree_map(jnp.asarray, tree)
+        tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
         self.stats = Stats(**tree.pop("stats"))
         self.state = TrainState(**tree)
         if meta.get("workers", 1) == self.workers.size:

@@ -49,14 +49,18 @@ class TrainState(NamedTuple):
     first_bad: jax.Array
 
 
+def host_state(params, optimizer) -> TrainState:
+    """Step 0 and the optimizer's initial state on the host (numpy), without computing anything: the
+    state's shapes from ``jax.eval_shape(optimizer.init)``, filled with zeros (the optimizers of
+    :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: arrays or shapes."""
+    zeros = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(optimizer.init, params))
+    return TrainState(np.asarray(0), params, zeros, np.asarray(-1))
+
+
 def init_state(params, optimizer) -> TrainState:
-    """Step 0 and the optimizer's initial state, with no compile: the state's shapes from
-    ``jax.eval_shape(optimizer.init)`` and zeros put on the device (the optimizers of
-    :func:`make_optimizer` start from zeros: Adam's count and moments; a jitted ``optimizer.init`` was a
-    0.1 s compile of every cold start, an eager one a compile per zeros shape)."""
-    zeros = jax.tree_util.tree_map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)),
-                                   jax.eval_shape(optimizer.init, params))
-    return TrainState(jax.device_put(np.asarray(0)), params, zeros, jax.device_put(np.asarray(-1)))
+    """Step 0 and the optimizer's initial state, put on the device with no compile (a jitted
+    ``optimizer.init`` was a 0.1 s compile of every cold start, an eager one a compile per zeros shape)."""
+    return jax.device_put(host_state(params, optimizer))
 
 
 @functools.lru_cache(maxsize=16)
