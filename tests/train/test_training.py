@@ -2,7 +2,9 @@
 checkpoints are usable by `test`, outputs are DeePMD-kit's."""
 
 import json
+import threading
 
+import jax
 import numpy as np
 import pytest
 
@@ -34,10 +36,25 @@ def lcurve_rows(path):
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory):
+def compiles():
+    """(function name, thread name) of each XLA compile during ``full_run``'s training."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, compiles):
     out = tmp_path_factory.mktemp("full")
     trainer = Trainer(small_config(), out, log=lambda *a: None)
-    summary = trainer.fit()
+
+    def listen(event, secs, fun_name=None, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append((fun_name, threading.current_thread().name))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        summary = trainer.fit()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
     return trainer, out, summary
 
 
@@ -66,6 +83,21 @@ def test_restart_is_exact(full_run, tmp_path):
     assert int(trainer.state.step) == 50
     trainer.fit()
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")
+
+
+def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp_path, monkeypatch):
+    """The first validation batch is drawn, and the evaluation step compiled for it, on a thread while the
+    first training step compiles: the evaluation step compiles once, on that thread, and the learning
+    curve is the one of validating after the step."""
+    _, full_out, _ = full_run
+    evals = [thread for name, thread in compiles if name == "jit(eval_step)"]
+    assert len(evals) == 1 and evals[0].startswith("validation-ahead"), compiles
+    assert any(name == "jit(train_step)" for name, _ in compiles)
+    out = tmp_path / "after"
+    monkeypatch.setattr(Trainer, "_prepare_validation_ahead", lambda self: None)
+    after = Trainer(small_config(numb_steps=100), out, log=lambda *a: None)
+    after.fit(10)
+    assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
 
 
 def test_pair_packing_changes_no_number(full_run, tmp_path):
