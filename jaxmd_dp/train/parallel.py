@@ -214,10 +214,14 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
     jitted = jax.jit(step, static_argnums=3, donate_argnums=0)
     replicated, by_worker = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
 
-    def train_step(state, stats, batch, layout):
+    def placed(state, stats, batch, layout):
         batch = {k: np.asarray(v) for k, v in device_batch(batch).items()}
-        return jitted(_place(state, replicated), _place(stats, replicated), _place(batch, by_worker), layout)
+        return _place(state, replicated), _place(stats, replicated), _place(batch, by_worker), layout
 
+    def train_step(state, stats, batch, layout):
+        return jitted(*placed(state, stats, batch, layout))
+
+    train_step.lower = lambda *args: jitted.lower(*placed(*args))  # as a jitted step's: XLA's cost analysis
     return train_step
 
 

@@ -315,6 +315,7 @@ if __name__ != "__main__":
         _check(results, tmp_path, "none")
         assert "world size:           2 worker(s) = 1 process(es) × 2 device(s)" in stdout
         assert "computing device(s):  cpu:0, cpu:1" in stdout
+        assert "GFLOP" in stdout and "no FLOP estimate" not in stdout  # the mesh step's cost analysis
         assert results[0]["restart_exact"]  # restart with the same workers continues exactly
         # the 2-worker checkpoint continues on 1 worker (new sampling sequence)
         one = results[0]["one_worker"]
