@@ -121,7 +121,7 @@ def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
     widths = _perp_widths(box).min(axis=0)
     need = [math.ceil(spec.rcut * n / w) for n, w in zip(spec.ncell, widths)]
     return all(n <= r for n, r in zip(need, spec.reach)) and (
-        not spec.skip or set(spec.skip) <= set(_beyond_rcut(spec.reach, spec.rcut, box, spec.ncell)))
+        not spec.skip or bool(np.all(_gap2(np.asarray(spec.skip), box, spec.ncell) >= _far2(spec.rcut))))
 
 
 def closest_pair_distance(coord: np.ndarray, box: np.ndarray | None, max_elems: int = 4_000_000) -> np.ndarray:
@@ -187,11 +187,21 @@ def _beyond_rcut(reach, rcut: float, box: np.ndarray, ncell) -> tuple:
     both atoms in their cells), hence at least max(sqrt(λ Σk (gk ℓk)²), σ |g|) away, gk = max(|nk| − 1, 0)
     and (ℓ0, ℓ1, ℓ2, λ, σ) from :func:`_cell_metric`. With small boxes this drops the corners and edges of
     the image cube: Cu's 32 atoms in a 7.2 Å cube with rcut 8 Å search 81 of the 125 images in reach."""
-    *length, lam, sigma = _cell_metric(box, ncell)
     offs = _offsets(reach)
+    return tuple(tuple(int(x) for x in n) for n in offs[_gap2(offs, box, ncell) >= _far2(rcut)])
+
+
+def _gap2(offs: np.ndarray, box: np.ndarray, ncell) -> np.ndarray:
+    """(noff,) lower bound on the squared distance (Å²) from a centre in the home cell to any atom in the
+    cells at ``offs`` (noff, 3), in every frame of ``box``: see :func:`_beyond_rcut`."""
+    *length, lam, sigma = _cell_metric(box, ncell)
     g = np.maximum(np.abs(offs) - 1, 0)
-    gap2 = np.maximum(lam * np.sum((g * np.asarray(length)) ** 2, axis=-1), sigma**2 * np.sum(g * g, axis=-1))
-    return tuple(tuple(int(x) for x in n) for n in offs[gap2 >= (rcut * (1 + 1e-9)) ** 2])
+    return np.maximum(lam * np.sum((g * np.asarray(length)) ** 2, axis=-1), sigma**2 * np.sum(g * g, axis=-1))
+
+
+def _far2(rcut: float) -> float:
+    """Squared distance from which an offset is skipped: rcut² with a relative margin for rounding."""
+    return (rcut * (1 + 1e-9)) ** 2
 
 
 def search_offsets(spec: NeighborSpec) -> np.ndarray:

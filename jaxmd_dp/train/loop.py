@@ -419,8 +419,8 @@ class Trainer:
 
     def _restore(self, ckpt: Checkpointer, meta: dict) -> None:
         # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
-        params = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), param_shapes(self.hyper))
-        target = {**host_state(params, self.optimizer)._asdict(), "stats": default_stats(self.hyper)._asdict()}
+        target = {**host_state(param_shapes(self.hyper), self.optimizer)._asdict(),
+                  "stats": default_stats(self.hyper)._asdict()}
         tree, _ = ckpt.restore(meta["step"], target=target)
         tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
         self.stats = Stats(**tree.pop("stats"))

@@ -49,12 +49,20 @@ class TrainState(NamedTuple):
     first_bad: jax.Array
 
 
+def _zeros(shapes):
+    """Host zeros of a tree of shapes (anything with ``shape`` and ``dtype``)."""
+    return jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+
+
 def host_state(params, optimizer) -> TrainState:
     """Step 0 and the optimizer's initial state on the host (numpy), without computing anything: the
     state's shapes from ``jax.eval_shape(optimizer.init)``, filled with zeros (the optimizers of
-    :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: arrays or shapes."""
-    zeros = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(optimizer.init, params))
-    return TrainState(np.asarray(0), params, zeros, np.asarray(-1))
+    :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: host arrays, kept as
+    they are; or shapes (``jax.ShapeDtypeStruct``, e.g. ``param_shapes``), whose weights are then zeros too
+    (a restore target)."""
+    if all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(params)):
+        params = _zeros(params)
+    return TrainState(np.asarray(0), params, _zeros(jax.eval_shape(optimizer.init, params)), np.asarray(-1))
 
 
 def init_state(params, optimizer) -> TrainState:
