@@ -39,6 +39,7 @@ from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_capacity
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
+from jaxmd_dp.train.prefetch import BatchesAhead
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
 from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, host_state, init_state, make_eval_step,
                                  make_optimizer)
@@ -526,12 +527,16 @@ class Trainer:
         t_tb, last_tb = time.perf_counter(), start
         stop = StopSignals()
         stopping = None  # the signal all processes agreed to stop on
+        ahead = BatchesAhead(self.prepare)
+        pending = None  # the next step's batch, drawn and being prepared on the thread
         try:
             while step < total and not stopping:
                 self._profile(step - start)
-                batch = self.batches.next()  # [data parallel] this process's workers' batches
+                if pending is None:  # [data parallel] this process's workers' batches
+                    pending = ahead.submit(self.batches.next())
+                batch, arrays, layout = pending.result()  # lists built once per frame, not in every step
+                pending = None
                 recent[step] = int(batch["sys_index"])
-                arrays, layout = self.prepare(batch)  # lists built once per frame, not in every step
                 if step == 0 and writer and self.valid_data is not None and self.workers.mesh is None:
                     self._valid_ahead = self._prepare_validation_ahead()
                 self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
@@ -540,6 +545,11 @@ class Trainer:
                     nmax = np.max([nmax, *map(np.asarray, counts[:50])], axis=0)
                     del counts[:50]
                 step += 1
+                display = step % tc.disp_freq == 0 or step == 1 or step == total
+                save = step % tc.save_freq == 0 or step == total
+                stopping = stop.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, display or save)
+                if step < total and not (save or stopping):  # else drawn after the checkpoint's sampler state
+                    pending = ahead.submit(self.batches.next())  # prepared while this step runs
                 if step == start + 1:  # the first call compiles the step
                     jax.block_until_ready(self.state.step)
                     self.first_step_s = time.perf_counter() - t_window
@@ -548,9 +558,6 @@ class Trainer:
                         self._log_step_cost(batch, arrays, layout)
                 if bar is not None:
                     bar.update(step)  # a python int: no device sync
-                display = step % tc.disp_freq == 0 or step == 1 or step == total
-                save = step % tc.save_freq == 0 or step == total
-                stopping = stop.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, display or save)
                 if display or save or stopping:
                     self._check_finite(recent)
                     recent.clear()
@@ -582,6 +589,7 @@ class Trainer:
                     if writer:
                         self.save_checkpoint()
         finally:
+            ahead.close()
             self._profile(None)
             stop.restore()
             for r in (tb, bar):

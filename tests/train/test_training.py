@@ -100,6 +100,37 @@ def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
 
 
+def test_next_batch_prepared_on_a_thread(full_run, compiles, tmp_path, monkeypatch):
+    """Each step's batch is prepared (neighbour lists built) on the batch-ahead thread while the step
+    before it runs: the list builder compiles there, never on the main thread, and the learning curve
+    is the one of preparing every batch on the main thread just before its step."""
+    import concurrent.futures
+
+    from jaxmd_dp.train import loop
+
+    _, full_out, _ = full_run
+    builds = [thread for name, thread in compiles if name == "jit(build)"]
+    assert builds and all(t.startswith("batch-ahead") or t.startswith("validation-ahead") for t in builds), compiles
+    assert any(t.startswith("batch-ahead") for t in builds), compiles
+
+    class Inline:  # BatchesAhead without the thread
+        def __init__(self, prepare):
+            self.prepare = prepare
+
+        def submit(self, batch):
+            done = concurrent.futures.Future()
+            done.set_result((batch, *self.prepare(batch)))
+            return done
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(loop, "BatchesAhead", Inline)
+    out = tmp_path / "inline"
+    Trainer(small_config(numb_steps=100), out, log=lambda *a: None).fit(60)  # past the checkpoint at 50
+    assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:7]
+
+
 def test_pair_packing_changes_no_number(full_run, tmp_path):
     """Embedding nets on real pairs only (the default), with the neighbour list cut to the slots the data
     fills, train exactly as on every sel slot."""
