@@ -154,7 +154,7 @@ def param_shapes(hyper: ModelHyper):
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None, table: int = 0,
+    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -172,6 +172,9 @@ def atomic_energy(
     table: (static) > 0: Rᵀ·G from a table of this many nodes of each embedding net instead of the nets
     on every pair (:mod:`jaxmd_dp.model.embed_table`; the training option ``training.embedding_table``;
     ``pack`` is then not used), 0: exact.
+    uniform_empty: (static, with ``pack`` or ``table``) the statistics give every slot of a neighbour
+    type's section the same empty row (:func:`pair_pack.uniform_empty` of ``stats``): the empty slots'
+    share is then computed from one row per section. Same energies as without.
     """
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(atype, (nf, natoms))
@@ -184,7 +187,8 @@ def atomic_energy(
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
     packing = None if pack is None and not table else Packing(
-        nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), None if pack is None else tuple(pack), keep, int(table))
+        nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), None if pack is None else tuple(pack), keep, int(table),
+        bool(uniform_empty))
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -214,14 +218,14 @@ class Prediction(NamedTuple):
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None, table: int = 0,
+    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
     box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
-    atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``, ``table``: see
-    :func:`atomic_energy`.
+    atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``, ``table``,
+    ``uniform_empty``: see :func:`atomic_energy`.
     """
     nf = coord.shape[0]
 
@@ -229,7 +233,8 @@ def predict(
         strain = jnp.eye(3, dtype=c.dtype) + eps
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
-        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep, table)
+        ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep, table,
+                           uniform_empty)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)
@@ -242,6 +247,7 @@ def predict_merged(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
     frame: jax.Array, nlist, nframes: int, capacity: tuple[int, ...] | None = None,
     pack: tuple[int, ...] | None = None, keep: tuple[int, ...] | None = None, table: int = 0,
+    uniform_empty: bool = False,
 ) -> Prediction:
     """:func:`predict` for several frames laid end to end in one list of atoms (a merged batch, see
     :mod:`jaxmd_dp.train.merge`): the same numbers, one array shape for frames of any size.
@@ -259,7 +265,8 @@ def predict_merged(
         strain = jnp.eye(3, dtype=c.dtype) + eps  # (nframes, 3, 3)
         c2 = times_cell(c[0], strain[frame])[None]
         cells = None if box is None else times_cell(box.astype(c.dtype), strain[:, None])[frame][None]  # (1, atoms, 3, 3)
-        ae = atomic_energy(hyper, params, stats, c2, cells, atype, nlist, capacity, "jnp", pack, keep, table)
+        ae = atomic_energy(hyper, params, stats, c2, cells, atype, nlist, capacity, "jnp", pack, keep, table,
+                           uniform_empty)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nframes, 3, 3), coord.dtype)

@@ -124,7 +124,7 @@ class DescriptorSeA(nn.Module):
                     T = T + table_env_product(net_for(tj), Rt, mask, packing.table)
                 else:  # the net on the packed pairs, 0 in empty slots
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj]))
-                T = T + empty_slot_term(net_for(tj), mask, empty, centre)
+                T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
         return D.reshape(D.shape[:2] + (-1,))

@@ -32,7 +32,7 @@ from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import (energy_bias, env_mat_stats, sample_stat_frames, sample_stat_indices, scanned_sums,
                                      stats_from_sums)
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, param_shapes, type_capacity
-from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes
+from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes, uniform_empty
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
@@ -264,6 +264,7 @@ class Trainer:
             params = jax.device_put(params)  # host weights: device_put compiles nothing (jnp.asarray would)
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
             self.state = init_state(params, self.optimizer)
+        self._mark_uniform_empty()
         if self.workers.is_writer or self.workers.log_mode != "master":
             self.log(self.model_summary())
         self.startup_s = time.perf_counter() - t0
@@ -340,6 +341,14 @@ class Trainer:
                      + "; ".join(f"{which} " + ", ".join(f"{s.atoms} atoms (≤ {s.frames} frames)" for s, _ in plan)
                                  for which, plan in self.merged.items()))
         return layouts
+
+    def _mark_uniform_empty(self) -> None:
+        """Tell the layouts whether the statistics hold one empty row per neighbour type's section
+        (:func:`pair_pack.uniform_empty`; DeePMD's per-type statistics do), so the steps compute the empty
+        slots' share from that row (same numbers, far less work with large ``sel``)."""
+        u = uniform_empty(np.asarray(self.stats.davg), np.asarray(self.stats.dstd), self.hyper.sel)
+        self.layouts = {k: lay._replace(uniform_empty=u) for k, lay in self.layouts.items()}
+        self.merged = {w: [(s, lay._replace(uniform_empty=u)) for s, lay in plan] for w, plan in self.merged.items()}
 
     def _merge_plans(self, groups: dict, pairs) -> dict:
         """``training.merge_batches``: when the data has batches of several shapes, the merged shapes

@@ -35,6 +35,8 @@ class BatchLayout(NamedTuple):
     # with pack or table, spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
     table: int = 0  # > 0: Rᵀ·G from a table of this many nodes of each embedding net (model.embed_table)
     merged: bool = False  # batches merged into one list of atoms (train.merge); spec.sel: the lists' slots
+    uniform_empty: bool = False  # the statistics' empty rows are the same in every slot of a section
+    # (model.pair_pack.uniform_empty): the empty slots' share from one row per section (with pack or table)
 
 
 class TrainState(NamedTuple):
@@ -106,10 +108,11 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     # spec.sel: the slots the list holds (keep)
     if layout.merged:
         pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
-                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table)
+                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table,
+                              layout.uniform_empty)
     else:
         pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                       layout.pack, spec.sel, layout.table)
+                       layout.pack, spec.sel, layout.table, layout.uniform_empty)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics

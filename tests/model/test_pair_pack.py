@@ -12,7 +12,7 @@ from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack, pack_index, pack_sizes,
-                                     pair_counts, unpack)
+                                     pair_counts, uniform_empty, unpack)
 
 
 def test_pack_index_and_transpose():
@@ -120,3 +120,36 @@ def test_packed_weight_gradient_through_forces(name):
     assert float(packed[0]) == pytest.approx(float(dense[0]), rel=1e-12)
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(packed[1]), jax.tree_util.tree_leaves(dense[1])):
         assert max_rel(a, b) <= 1e-10, jax.tree_util.keystr(path)
+
+
+@pytest.mark.parametrize("name", ["water_se_e2_a", "water_pairnets"])
+def test_uniform_empty_rows_change_no_number(name):
+    """DeePMD-kit's statistics hold one empty row per neighbour type's section (``uniform_empty``); the
+    empty slots' share computed from that row gives the dense model's energy, forces, virial and training
+    gradient (centre types as an array with type_one_side, one int per centre type without)."""
+    hyper, params, stats, p = load_fixture(name)
+    assert uniform_empty(stats[0], stats[1], hyper.sel)
+    davg = np.array(stats[0])
+    davg[0, 1, 0] += 0.01  # one slot's row differs: the check says so
+    assert not uniform_empty(davg, stats[1], hyper.sel)
+    spec, sizes, held = _tight_sizes(name, keep=True)
+    dense_spec = allocate(p["coord"], p["box"], hyper.rcut, hyper.sel)
+    st = Stats(*stats)
+    coord, atype, box = jnp.asarray(p["coord"][:1]), jnp.asarray(p["atype"]), jnp.asarray(p["box"][:1])
+
+    def loss(params, spec, pack_sizes, held, table, uniform):
+        nl = build(spec, coord, box, atype, order="any")
+        pr = predict(hyper, params, st, coord, box, atype, nl, None, None, pack_sizes, held, table, uniform)
+        return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2), pr
+
+    dense = jax.jit(jax.value_and_grad(lambda q: loss(q, dense_spec, None, None, 0, False), has_aux=True))(params)
+    for sizes_, table in ((sizes, 0), (None, 1024)):  # packed nets, and the node table (training's paths)
+        ref = jax.jit(jax.value_and_grad(lambda q: loss(q, spec, sizes_, held, table, False), has_aux=True))(params)
+        got = jax.jit(jax.value_and_grad(lambda q: loss(q, spec, sizes_, held, table, True), has_aux=True))(params)
+        for key in ("energy", "force", "virial"):
+            assert max_rel(getattr(got[0][1], key), getattr(ref[0][1], key)) <= 1e-10, (table, key)
+        for a, b in zip(jax.tree_util.tree_leaves(got[1]), jax.tree_util.tree_leaves(ref[1])):
+            assert max_rel(a, b) <= 1e-10, table
+        if not table:  # the exact nets: DeePMD-kit's numbers
+            for key in ("energy", "force", "virial"):
+                assert max_rel(getattr(got[0][1], key), getattr(dense[0][1], key)) <= 1e-10, key

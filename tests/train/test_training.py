@@ -137,6 +137,7 @@ def test_pair_packing_changes_no_number(full_run, tmp_path):
     trainer, full_out, _ = full_run
     assert all(lay.pack is not None for lay in trainer.layouts.values())  # water leaves ~1/3 of sel empty
     assert all(sum(lay.spec.sel) < sum(trainer.hyper.sel) for lay in trainer.layouts.values())  # the cut list
+    assert all(lay.uniform_empty for lay in trainer.layouts.values())  # one empty row per section (per-type stats)
     out = tmp_path / "dense"
     dense = Trainer(small_config(numb_steps=100, pair_packing=False), out, log=lambda *a: None)
     assert all(lay.pack is None for lay in dense.layouts.values())
