@@ -698,7 +698,7 @@ class Trainer:
             self.log(f"batch {step:7d}: val: " + ", ".join(f"{k} = {v:.2e}" for k, v in sorted(valid.items())))
         per = _steady_rate(windows)
         eta = (total - step) * per if per else 0.0
-        self.log(f"batch {step:7d}: total wall time = {wall:.2f} s, lr = {lr:.2e}, eta = {_hms(eta)}")
+        self.log(f"batch {step:7d}: total wall time = {wall:.3f} s, lr = {lr:.2e}, eta = {_hms(eta)}")
 
     def _summary(self, windows) -> dict:
         per = _steady_rate(windows)
