@@ -493,17 +493,16 @@ class Trainer:
         shapes here: on a mesh the call's shardings differ)."""
         shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self.state.params)
 
-        def work():
-            batch = self.valid_data.next_batch()
+        def prepare_and_compile(batch):
             arrays, layout = self.prepare(batch, valid=True)
             self.eval_step.lower(shapes, self.stats, arrays, layout, 0.0).compile()  # lr: a Python float, as fit's
-            return batch, arrays, layout
+            return arrays, layout
 
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="validation-ahead")
+        ahead = BatchesAhead(prepare_and_compile, "validation-ahead")
         try:
-            return pool.submit(work)
+            return ahead.submit(self.valid_data.next_batch())
         finally:
-            pool.shutdown(wait=False)
+            ahead.close(wait=False)
 
     def fit(self, numb_steps: int | None = None) -> dict:
         """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict.

@@ -18,15 +18,17 @@ class BatchesAhead:
 
     prepare: batch → (arrays, layout). Batches are prepared in the order submitted (one thread), so
     whatever ``prepare`` keeps (the neighbour cache) is filled in draw order, as without the thread.
+    name: the thread's name prefix.
     """
 
-    def __init__(self, prepare: Callable):
+    def __init__(self, prepare: Callable, name: str = "batch-ahead"):
         self._prepare = prepare
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batch-ahead")
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
 
     def submit(self, batch: dict) -> concurrent.futures.Future:
         return self._pool.submit(lambda: (batch, *self._prepare(batch)))
 
-    def close(self) -> None:
-        """Wait for the batch being prepared (if any) and stop the thread."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: bool = True) -> None:
+        """Stop the thread once the submitted batches are prepared; ``wait``: return only then (else
+        at once, the futures still complete)."""
+        self._pool.shutdown(wait=wait, cancel_futures=wait)

@@ -114,7 +114,7 @@ def test_next_batch_prepared_on_a_thread(full_run, compiles, tmp_path, monkeypat
     assert any(t.startswith("batch-ahead") for t in builds), compiles
 
     class Inline:  # BatchesAhead without the thread
-        def __init__(self, prepare):
+        def __init__(self, prepare, name="batch-ahead"):
             self.prepare = prepare
 
         def submit(self, batch):
@@ -122,7 +122,7 @@ def test_next_batch_prepared_on_a_thread(full_run, compiles, tmp_path, monkeypat
             done.set_result((batch, *self.prepare(batch)))
             return done
 
-        def close(self):
+        def close(self, wait=True):
             pass
 
     monkeypatch.setattr(loop, "BatchesAhead", Inline)
