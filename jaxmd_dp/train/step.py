@@ -161,10 +161,15 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
     """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static).
 
-    Compiled with XLA's backend optimisation level 1 (of 3): on the water step it compiled in 1.5–1.7 s
-    against 1.8 s, and ran no slower (11.5–12.9 against 13.7–18.8 ms, 3 runs each)."""
+    Compiled for a short compile rather than the fastest run, as it runs once per ``disp_freq`` steps:
+    XLA's backend optimisation level 1 (of 3; on the water step 1.5–1.7 s against 1.8 s, and no slower:
+    11.5–12.9 against 13.7–18.8 ms, 3 runs each) and XLA CPU's older element-wise emitters
+    (``xla_cpu_use_fusion_emitters`` off: the float32 table-64 evaluation step compiled in 1.10 against
+    1.60 s on water, 1.55 against 1.94 s on Al-Cu-Mg, and ran in 7.9 against 7.8 ms and 7.5 against
+    5.9 ms)."""
 
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
-    return jax.jit(eval_step, static_argnums=3, compiler_options={"xla_backend_optimization_level": 1})
+    return jax.jit(eval_step, static_argnums=3, compiler_options={"xla_backend_optimization_level": 1,
+                                                                   "xla_cpu_use_fusion_emitters": False})
