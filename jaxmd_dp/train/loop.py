@@ -500,9 +500,8 @@ class Trainer:
     def _start(self, ahead: BatchesAhead, first: bool) -> concurrent.futures.Future:
         """Draw this fit's first batch and hand it to ``ahead`` (its future is returned); meanwhile compile
         the training step for it from its shapes (:meth:`prepared_shapes`), so that the list builder's
-        compile and the step's tracing run side by side instead of one after the other (the first water
-        step with its compile 6.3 → 6.2 s on a 2-core CPU, where both already compete for the cores); the
-        step's first call then finds it in jax's caches. With
+        compile and the step's tracing run side by side instead of one after the other (a cold water
+        start ~0.7 s shorter on a 2-core CPU); the step's first call then finds it in jax's caches. With
         ``first`` (step 0, the writer) the first validation batch is prepared and its evaluation step
         compiled on a thread too, started once the training step is traced, so the two compiles share
         the cores. [data parallel] On a mesh or with stacked workers' batches the step compiles at its
