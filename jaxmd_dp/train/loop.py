@@ -36,7 +36,7 @@ from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes, uniform_empty
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
-from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_capacity, merged_shapes
+from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_capacity
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.prefetch import BatchesAhead
@@ -401,24 +401,9 @@ class Trainer:
         batch = cache.attach(batch, layout, always=plan is not None)
         if plan is None:
             return device_batch(batch), layout
-        shape, merged = _merged_size(plan, batch)
+        nb, natoms = np.shape(batch["coord"])[0], int(batch["natoms"])
+        shape, merged = next((s, lay) for s, lay in plan if s.atoms >= nb * natoms and s.frames >= nb)
         return merge_batch(batch, shape), merged
-
-    def prepared_shapes(self, batch: dict, valid: bool = False) -> tuple[dict, BatchLayout]:
-        """What :meth:`prepare` makes of the sampler batch ``batch`` (one worker's), with the neighbour
-        lists and a merged batch as shapes and dtypes only: nothing is built or stored, so the step can
-        be compiled for the batch (``train_step.lower(state, stats, *shapes).compile()``) while
-        :meth:`prepare` builds its lists on another thread; the call on the prepared arrays then finds the
-        compiled step in jax's caches."""
-        layout = self.layout_for(batch)
-        cache = self.valid_neighbor_cache if valid else self.neighbor_cache
-        plan = self.merged.get("valid" if valid else "train")
-        if cache.enabled or plan is not None:
-            batch = {**batch, **cache.list_shapes(batch, layout)}
-        if plan is None:
-            return device_batch(batch), layout
-        shape, merged = _merged_size(plan, batch)
-        return merged_shapes(batch, shape), merged
 
     def _compute_stats(self) -> Stats:
         """DeePMD-kit's statistics (env-matrix davg/dstd per type, energy bias) on the training data."""
@@ -497,41 +482,18 @@ class Trainer:
             n += na
         return {k: v / n for k, v in sums.items()}
 
-    def _start(self, ahead: BatchesAhead, first: bool) -> concurrent.futures.Future:
-        """Draw this fit's first batch and hand it to ``ahead`` (its future is returned); meanwhile compile
-        the training step for it from its shapes (:meth:`prepared_shapes`), so that the list builder's
-        compile and the step's tracing run side by side instead of one after the other (a cold water
-        start ~0.7 s shorter on a 2-core CPU); the step's first call then finds it in jax's caches. With
-        ``first`` (step 0, the writer) the first validation batch is prepared and its evaluation step
-        compiled on a thread too, started once the training step is traced, so the two compiles share
-        the cores. [data parallel] On a mesh or with stacked workers' batches the step compiles at its
-        first call, as their shardings and shapes are the step's own."""
-        batch = self.batches.next()
-        pending = ahead.submit(batch)
-        lowered = None
-        if self.workers.mesh is None and self.batches.plain:
-            lowered = self.train_step.lower(self.state, self.stats, *self.prepared_shapes(batch))
-        if first and self.valid_data is not None and self.workers.mesh is None:
-            self._valid_ahead = self._prepare_validation_ahead(after=pending)
-        if lowered is not None:
-            lowered.compile()
-        return pending
-
-    def _prepare_validation_ahead(self, after: concurrent.futures.Future | None = None) -> concurrent.futures.Future:
+    def _prepare_validation_ahead(self) -> concurrent.futures.Future:
         """On a thread: draw and prepare the first validation batch and compile the evaluation step for it,
-        while this thread compiles the first training step (:meth:`_start`). Part of XLA's compile runs
-        on one core, so the evaluation step's compile fills the other, for ~0.2 GB more peak memory (two
-        compiles at once). ``after``: the first training batch's future, waited for first (its list
-        builder compiles once, there). The future gives (batch, arrays, layout) for :meth:`validate`,
-        whose call then finds the compiled step in jax's caches. Only where the first validation follows
-        the first step (step 0 → 1): the sampler's state saved in a checkpoint then never runs ahead;
-        and on one device (the weights uncommitted, as the shapes here: on a mesh the call's shardings
-        differ)."""
+        while this thread traces and compiles the first training step. Tracing holds one core and part of
+        XLA's compile runs on one, so the evaluation step's compile fills the other: a cold water start
+        0.3–0.6 s shorter on a 2-core CPU, for ~0.2 GB more peak memory (two compiles at once). The future
+        gives (batch, arrays, layout) for :meth:`validate`, whose call then finds the compiled step in jax's
+        caches. Only where the first validation follows the first step (step 0 → 1): the sampler's state
+        saved in a checkpoint then never runs ahead; and on one device (the weights uncommitted, as the
+        shapes here: on a mesh the call's shardings differ)."""
         shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self.state.params)
 
         def prepare_and_compile(batch):
-            if after is not None:
-                after.result()
             arrays, layout = self.prepare(batch, valid=True)
             self.eval_step.lower(shapes, self.stats, arrays, layout, 0.0).compile()  # lr: a Python float, as fit's
             return arrays, layout
@@ -576,8 +538,6 @@ class Trainer:
         ahead = BatchesAhead(self.prepare)
         pending = None  # the next step's batch, drawn and being prepared on the thread
         try:
-            if step < total:
-                pending = self._start(ahead, first=start == 0 and writer)
             while step < total and not stopping:
                 self._profile(step - start)
                 if pending is None:  # [data parallel] this process's workers' batches
@@ -585,6 +545,8 @@ class Trainer:
                 batch, arrays, layout = pending.result()  # lists built once per frame, not in every step
                 pending = None
                 recent[step] = int(batch["sys_index"])
+                if step == 0 and writer and self.valid_data is not None and self.workers.mesh is None:
+                    self._valid_ahead = self._prepare_validation_ahead()
                 self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
                 counts.append(metrics["nneigh_max"])
                 if len(counts) >= 100:  # a long display interval: fold the oldest (done by now) into nmax
@@ -763,12 +725,6 @@ class Trainer:
             system = load_system(system, list(self.hyper.type_map))
         ev = Evaluator(self.hyper, self.state.params, self.stats)
         return {k: v for k, (v, _) in errors(system, predict_system(ev, system, nframes)).items()}
-
-
-def _merged_size(plan, batch: dict):
-    """(merged shape, step layout) of the smallest size in ``plan`` that holds ``batch``."""
-    nb, natoms = np.shape(batch["coord"])[0], int(batch["natoms"])
-    return next((s, lay) for s, lay in plan if s.atoms >= nb * natoms and s.frames >= nb)
 
 
 def run_info(seed: int, nworkers: int) -> dict:

@@ -87,15 +87,6 @@ def merge_batch(batch: dict, shape: MergedShape) -> dict:
     return out
 
 
-def merged_shapes(batch: dict, shape: MergedShape) -> dict:
-    """What :func:`merge_batch` gives for ``batch``, its arrays as shapes and dtypes
-    (``jax.ShapeDtypeStruct``; the batch's neighbour lists may be shapes already), merging nothing."""
-    arrays = {k: batch[k] for k in ("coord", "box", "atype", "energy", "force", "virial") + NL_KEYS}
-    out = dict(jax.eval_shape(_merger(shape), arrays))
-    out.update({k: batch[k] for k in ("find_energy", "find_force", "find_virial")})
-    return out
-
-
 @functools.lru_cache(maxsize=16)
 def _merger(shape: MergedShape):
     """Jitted merge into ``shape`` (compiled once per input batch shape: a few gathers and pads)."""

@@ -111,13 +111,6 @@ class NeighborCache:
                                 layout)
         return {**batch, **dict(zip(NL_KEYS, lists))}
 
-    def list_shapes(self, batch: dict, layout) -> dict:
-        """What :meth:`attach` adds to the sampler batch ``batch`` (one worker's), as shapes and dtypes
-        (``jax.ShapeDtypeStruct``), building nothing: a step can be compiled for the batch while its
-        lists are built. Stored and freshly built lists have the same dtypes."""
-        shapes = jax.eval_shape(_builder(layout.spec, _kernels(layout)), batch["coord"], batch["box"], batch["atype"])
-        return dict(zip(NL_KEYS, shapes))
-
     def _lists(self, sys_index: int, frames, coord, box, atype, layout):
         frames = np.asarray(frames)
         store = self._store(int(sys_index), layout) if self.enabled else None

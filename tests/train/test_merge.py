@@ -84,30 +84,6 @@ def test_merged_step_gives_the_per_shape_numbers(trainers):
     assert len(shapes) == len(layouts) == len(merged.merged["train"]) < nshapes  # one compile per merged size
 
 
-def _avals(tree) -> dict:
-    return {k: (tuple(v.shape), np.dtype(v.dtype), bool(v.weak_type)) for k, v in
-            ((k, v if isinstance(v, jax.ShapeDtypeStruct) else jax.typeof(v)) for k, v in tree.items())}
-
-
-def test_prepared_shapes_are_the_prepared_arrays(trainers):
-    """Trainer.prepared_shapes (what the first step is compiled from, before its lists are built) gives
-    the layout and every array's shape, dtype and weak type of Trainer.prepare: merged or per shape,
-    lists built or taken from the cache."""
-    for trainer in trainers:
-        systems = trainer.train_data.systems
-        for i in list(range(len(systems))) * 2:  # the second time from the neighbour cache
-            batch = trainer.train_data.next_batch_from(i)
-            shapes, layout = trainer.prepared_shapes(batch)
-            arrays, layout2 = trainer.prepare(batch)
-            assert layout == layout2
-            assert _avals(shapes) == _avals(arrays), (i, trainer.merged)
-            if trainer.valid_data is not None:
-                vb = trainer.valid_data.next_batch()
-                shapes, layout = trainer.prepared_shapes(vb, valid=True)
-                arrays, layout2 = trainer.prepare(vb, valid=True)
-                assert layout == layout2 and _avals(shapes) == _avals(arrays)
-
-
 def test_merged_training_equals_per_shape(tmp_path_factory):
     """Ten steps with validation: the same learning curve to ~1e-9, merged or not."""
     merged, plain = pair(cu_dict(), tmp_path_factory)

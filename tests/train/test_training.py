@@ -94,16 +94,15 @@ def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp
     assert len(evals) == 1 and evals[0].startswith("validation-ahead"), compiles
     assert any(name == "jit(train_step)" for name, _ in compiles)
     out = tmp_path / "after"
-    monkeypatch.setattr(Trainer, "_prepare_validation_ahead", lambda self, after=None: None)
+    monkeypatch.setattr(Trainer, "_prepare_validation_ahead", lambda self: None)
     after = Trainer(small_config(numb_steps=100), out, log=lambda *a: None)
     after.fit(10)
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
 
 
-def test_first_step_compiled_while_its_lists_are_built(full_run, compiles):
-    """The training step is compiled from the first batch's shapes (Trainer.prepared_shapes) on the main
-    thread while the batch-ahead thread builds its lists: it compiles once in the whole run (the first
-    call finds it in jax's caches), and the list builder never on the main thread."""
+def test_training_step_compiles_once(full_run, compiles):
+    """The training step compiles once in the whole run, on the main thread (the FLOP estimate after the
+    first step and later steps find it in jax's caches), and the list builder never on the main thread."""
     steps = [thread for name, thread in compiles if name == "jit(train_step)"]
     assert steps == ["MainThread"], compiles
     assert not [t for name, t in compiles if name == "jit(build)" and t == "MainThread"], compiles
