@@ -504,6 +504,22 @@ class Trainer:
         finally:
             ahead.close(wait=False)
 
+    def _check_fresh_output(self) -> None:
+        """An :class:`InputError` (on every process) before a run from step 0 writes into an output directory
+        that holds another run's checkpoints: its lcurve would be overwritten and its first save would
+        collide with them, steps later. The CLI refuses such a directory unless ``--force``."""
+        error = None
+        if self.workers.is_writer:
+            ckpt = self.out / self.config.training.save_ckpt
+            steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
+            if steps:
+                error = (f"{self.out}: already holds a training run (checkpoints of steps {steps} in {ckpt.name}); "
+                         f"continue it with restart={str(self.out)!r} (CLI: --restart), or train into another "
+                         "directory")
+        error = self.workers.broadcast(error)  # [data parallel] every process stops, none waits for the others
+        if error is not None:
+            raise InputError(error)
+
     def fit(self, numb_steps: int | None = None) -> dict:
         """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict.
 
@@ -515,6 +531,8 @@ class Trainer:
         total = tc.numb_steps if numb_steps is None else numb_steps
         writer = self.workers.is_writer
         start = int(self.state.step)
+        if start == 0:
+            self._check_fresh_output()
         if writer:
             self.out.mkdir(parents=True, exist_ok=True)
             self.write_out_json()

@@ -100,6 +100,21 @@ def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
 
 
+def test_fresh_run_refuses_an_earlier_runs_directory(full_run):
+    """A new Trainer from step 0 into a directory holding another run's checkpoints (a notebook cell run
+    twice) stops before training with a one-line InputError naming the directory and the way to continue,
+    and leaves the earlier run's outputs as they were (before, orbax failed at the first save, steps later,
+    after the lcurve had been overwritten)."""
+    from jaxmd_dp.errors import InputError
+
+    _, full_out, _ = full_run
+    before = (full_out / "lcurve.out").read_text()
+    with pytest.raises(InputError, match=r"already holds a training run .*restart=") as e:
+        Trainer(small_config(), full_out, log=lambda *a: None).fit()
+    assert "\n" not in str(e.value) and str(full_out) in str(e.value)
+    assert (full_out / "lcurve.out").read_text() == before
+
+
 def test_training_step_compiles_once(full_run, compiles):
     """The training step compiles once in the whole run, on the main thread (the FLOP estimate after the
     first step and later steps find it in jax's caches), and the list builder never on the main thread."""
