@@ -290,10 +290,10 @@ def _read_source(model: str | os.PathLike):
 
     hyper, params, stats = load_model(path)
     if not (path / "model.json").is_file():  # a training output: record which checkpoint step was frozen
-        try:  # orbax names each complete checkpoint by its step (incomplete ones carry a suffix)
-            from jaxmd_dp.train.checkpoint import find_checkpoint_dir
+        try:
+            from jaxmd_dp.train.checkpoint import checkpoint_steps, find_checkpoint_dir
 
-            info["step"] = max(int(p.name) for p in find_checkpoint_dir(path).iterdir() if p.name.isdigit())
+            info["step"] = max(checkpoint_steps(find_checkpoint_dir(path)))
         except (InputError, OSError, ValueError):  # provenance only: never fail a freeze over it
             pass
     return hyper, params, stats, info

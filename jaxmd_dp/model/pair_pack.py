@@ -77,8 +77,9 @@ def kept_slots(sel: tuple[int, ...], keep: tuple[int, ...]) -> np.ndarray:
 
 
 def empty_rows(davg: jax.Array, dstd: jax.Array) -> jax.Array:
-    """(0 − davg) / dstd: (ntypes, nnei, 4), what an empty slot holds after normalisation."""
-    return -jnp.asarray(davg) / jnp.asarray(dstd)
+    """(0 − davg) / dstd: (ntypes, nnei, 4), what an empty slot holds after normalisation. Host (numpy)
+    statistics give a host array, computed without a compile; traced or device ones a jax array."""
+    return -davg / dstd
 
 
 def uniform_empty(davg, dstd, sel: tuple[int, ...]) -> bool:
@@ -86,7 +87,7 @@ def uniform_empty(davg, dstd, sel: tuple[int, ...]) -> bool:
     normalised empty row (davg, dstd: (ntypes, nnei, 4) host arrays). DeePMD's statistics are per type,
     the same in every slot, so this holds for models trained here or by DeePMD-kit; it is checked, not
     assumed."""
-    e = -np.asarray(davg) / np.asarray(dstd)  # empty_rows on the host (jnp would compile two tiny programs)
+    e = empty_rows(np.asarray(davg), np.asarray(dstd))  # numpy in, numpy out: no compile
     sec = np.concatenate([[0], np.cumsum(sel)]).astype(int)
     return bool(all(np.array_equal(e[:, a:b], np.broadcast_to(e[:, a:a + 1], e[:, a:b].shape))
                     for a, b in zip(sec[:-1], sec[1:])))

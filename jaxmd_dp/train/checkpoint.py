@@ -87,13 +87,20 @@ def _quiet_absl():
         logger.setLevel(level)
 
 
+def checkpoint_steps(directory: str | Path) -> list[int]:
+    """The steps of the complete checkpoints in ``directory``, ascending (orbax names each by its step;
+    an incomplete one carries a suffix); [] when there are none or no such directory."""
+    directory = Path(directory)
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
+
+
 def find_checkpoint_dir(path: str | Path) -> Path:
     """A checkpoint directory from what a user may pass: the run's output directory (reads its
     ``out.json`` for ``save_ckpt``, default ``model.ckpt``) or the checkpoint directory itself."""
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path}: no such checkpoint directory")
-    if any(p.name.isdigit() for p in path.iterdir()):
+    if checkpoint_steps(path):
         return path
     out = path / "out.json"
     name = "model.ckpt"

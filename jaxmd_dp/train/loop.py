@@ -34,7 +34,7 @@ from jaxmd_dp.geometry.stats import (energy_bias, env_mat_stats, sample_stat_fra
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, param_shapes, type_capacity
 from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes, uniform_empty
 from jaxmd_dp.train import lcurve
-from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir
+from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, find_checkpoint_dir
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merge_batch, merged_capacity
 from jaxmd_dp.train.neighbor_cache import NeighborCache
@@ -511,7 +511,7 @@ class Trainer:
         error = None
         if self.workers.is_writer:
             ckpt = self.out / self.config.training.save_ckpt
-            steps = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.is_dir() else []
+            steps = checkpoint_steps(ckpt)
             if steps:
                 error = (f"{self.out}: already holds a training run (checkpoints of steps {steps} in {ckpt.name}); "
                          f"continue it with restart={str(self.out)!r} (CLI: --restart), or train into another "
