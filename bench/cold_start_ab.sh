@@ -6,7 +6,7 @@
 # e.g. bash bench/cold_start_ab.sh runs/s15_final/water_float32.json 3 /tmp/old /tmp/new training.embedding_table=64
 set -euo pipefail
 cfg=$(realpath "$1"); rounds=$2; A=$(realpath "$3"); B=$(realpath "$4"); shift 4
-PY=${PYTHON:-$(realpath "$(dirname "$0")/../.venv/bin/python")}
+PY=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}  # not realpath: that resolves the venv away
 tmp=$(mktemp -d)
 for r in $(seq "$rounds"); do
   for d in "$A" "$B"; do
