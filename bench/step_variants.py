@@ -6,12 +6,12 @@ the same step's median moved by ~15 % on the 2-core host of session 18; in one p
         [--variant NAME:MODULE.ATTR=EXPR ...] [--options NAME:KEY=VALUE ...]
 
 A variant replaces a module attribute while its step is traced (``--variant``; EXPR is Python, evaluated
-with that module's globals, e.g. ``nogather:jaxmd_dp.model.fitting.covers_all=lambda c, n: False``), or
-compiles with XLA compiler options (``--options``, e.g. ``emitters:xla_cpu_use_fusion_emitters=false``).
-Several items with one NAME make one variant. A variant ``base`` (the code as it is) is always included.
-CONFIG: our YAML or a DeePMD-kit input.json. Prints per variant the median, lower quartile and minimum of
-the step times (ms; the first 8 steps of each left out) and the loss metrics of its last step (variants
-that compute the same numbers show the same metrics).
+with that module's globals, e.g. ``einsum:jaxmd_dp.model.se_e2_a.env_product_train=env_product``: the
+exact nets' Rᵀ·G as a plain einsum), or compiles with XLA compiler options (``--options``, e.g.
+``emitters:xla_cpu_use_fusion_emitters=false``). Several items with one NAME make one variant. A variant
+``base`` (the code as it is) is always included. CONFIG: our YAML or a DeePMD-kit input.json. Prints per
+variant the median, lower quartile and minimum of the step times (ms; the first 8 steps of each left
+out) and the loss metrics of its last step (variants that compute the same numbers show the same ones).
 """
 
 from __future__ import annotations
