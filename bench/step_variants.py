@@ -62,9 +62,12 @@ def compile_variant(step, variant: dict, state, stats, calls) -> list:
             mod = importlib.import_module(module)
             saved.append((mod, attr, getattr(mod, attr)))
             setattr(mod, attr, eval(expr, vars(mod)))  # noqa: S307 - a benchmark's own command line
-        jitted = jax.jit(step.__wrapped__, static_argnums=3, donate_argnums=0,
-                         compiler_options=variant["options"] or None)
-        return [jitted.lower(state, stats, arrays, layout).compile() for arrays, layout in calls]
+        def fresh(*args):  # a new function each time: jax caches traces by function, and would reuse
+            return step.__wrapped__(*args)  # the first variant's trace (its patches) for every other
+
+        jitted = jax.jit(fresh, static_argnums=3, donate_argnums=0)
+        return [jitted.lower(state, stats, arrays, layout).compile(compiler_options=variant["options"] or None)
+                for arrays, layout in calls]
     finally:
         for mod, attr, old in reversed(saved):
             setattr(mod, attr, old)
