@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxmd_dp import freeze
-from jaxmd_dp.cli_util import compile_cache_dir, run_cli
+from jaxmd_dp.cli_util import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir, run_cli
 from jaxmd_dp.model.energy import param_shapes
 from jaxmd_dp.model_io import load_model
 from jaxmd_dp.train import __main__ as train_cli
@@ -36,6 +36,8 @@ def test_compile_cache_written(quiet_run, monkeypatch):
         pytest.skip("JAX_COMPILATION_CACHE_DIR is set: jax's own cache setting wins")
     _, tmp, _, _ = quiet_run
     assert jax.config.jax_compilation_cache_dir == str(tmp / "xla")
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # the neighbour scan's compile is kept too
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == COMPILE_CACHE_MIN_SECONDS < 1.0
     before = set((tmp / "xla").iterdir())
     min_time = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
