@@ -11,7 +11,8 @@ then alternates runs of jaxmd_dp (``python -m jaxmd_dp.train``) and DeePMD-kit (
 s/step median over lcurve windows (the first window, with compilation, excluded), its ratio to ours,
 start-up: the overhead (whole-run wall time minus steps × s/step: imports, statistics, compiles,
 validation, checkpoints) and ours in parts (neighbour scan, data statistics, first step with compilation);
-our first run starts with an empty compilation cache (cold), later repeats load from it (warm). Also peak
+our first ``--cold`` runs (default 1) start with an empty compilation cache (cold), later repeats load from it
+(warm). Also peak
 RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary) and the
 achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` adds runs of ours with
 ``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's.
@@ -132,6 +133,8 @@ def main(argv=None) -> int:
     p.add_argument("--ours-only", action="store_true", help="skip DeePMD-kit")
     p.add_argument("--out", default=None, help="keep runs here (default: a temp dir)")
     p.add_argument("--table", type=int, default=0, help="also run ours with training.embedding_table=N")
+    p.add_argument("--cold", type=int, default=1, help="our first N runs of each code start with an empty "
+                   "compilation cache; later ones load from it")
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="train_speed_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -146,9 +149,10 @@ def main(argv=None) -> int:
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
             caches = {c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}" for c, b in codes
                       if b in (None, "table")}
-            for cache in caches.values():  # our first run compiles (cold), later ones load (warm)
-                shutil.rmtree(cache, ignore_errors=True)
             for rep in range(args.repeats):
+                if rep < args.cold:  # our first runs compile (cold), later ones load (warm)
+                    for cache in caches.values():
+                        shutil.rmtree(cache, ignore_errors=True)
                 for code, backend in codes:
                     d = out / f"{name}_{prec}_{code}_{rep}"
                     if backend in (None, "table"):
@@ -171,11 +175,13 @@ def main(argv=None) -> int:
                 s = statistics.median(r["s_step"] for r in ok)
                 ratio = s / statistics.median(mine) if mine else None
                 ratio_t = s / statistics.median(tab) if tab else None
-                over = " / ".join(f"{r['overhead_s']:.1f}" for r in ok[:2])
-                start = (f"overhead {over} s{' (cold / warm cache)' if len(ok) > 1 else ' (cold)'}; scan "
+                ours_run = code.startswith("jaxmd_dp")
+                over = " / ".join(f"{r['overhead_s']:.1f}" for r in ok)
+                kinds = ["cold" if k < args.cold else "warm" for k in range(len(ok))]
+                start = (f"overhead {over} s ({' / '.join(kinds)} cache); scan "
                          f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
-                         + " / ".join(f"{r['first_step_s']:.1f}" for r in ok[:2]) + " s"
-                         if code.startswith("jaxmd_dp")
+                         + " / ".join(f"{r['first_step_s']:.1f}" for r in ok) + " s"
+                         if ours_run
                          else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
                 rate = (f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
                         f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul" if ok[0].get("gflop") else "")
