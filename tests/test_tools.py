@@ -302,6 +302,22 @@ def test_neighbor_stat_two_types_cell_list():
     assert st.min_nbor_dist == pytest.approx(want_d, rel=1e-12)
 
 
+def test_neighbor_stat_groups_of_atom_counts_on_two_threads():
+    """Systems of 32, 16 and 12 atoms (three atom-count groups, scanned on two threads) give each system's
+    own brute-force counts and distances."""
+    from jaxmd_dp.data.system import load_system
+
+    names = [CU, "cu_asc22/cu.bcc.02x02x02/02.md/sys-0016/deepmd", "cu_asc22/iter.000032/02.fp/data.024"]
+    systems = [_frames(load_system(require(n), ["Cu"]), 3) for n in names]
+    st = nstat.neighbor_stat(systems, 5.0, 1, type_map=["Cu"], chunk=2)
+    assert len({s.natoms for s in systems}) == 3
+    for k, s in enumerate(systems):
+        want_n, want_d, want_pairs = brute_force_stats(s.coord, s.box, s.atype, 5.0, 1)
+        assert st.max_nbor_per_system[k].tolist() == want_n.tolist(), k
+        assert st.max_pairs_per_system[k].tolist() == want_pairs.tolist(), k
+        assert st.min_dist_per_system[k] == pytest.approx(want_d, rel=1e-12), k
+
+
 def test_suggested_sel_is_the_trainers_auto_rule():
     from jaxmd_dp.train import loop
 
