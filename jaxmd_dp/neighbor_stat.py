@@ -117,6 +117,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
         if atype.size and atype.max() >= nt:
             raise InputError(f"{s.path}: atom type {int(atype.max())} is outside the type map of {nt} types")
         groups.setdefault((s.coord.shape[1], s.box is not None), []).append((k, s, atype))
+
     def scan_group(natoms: int, periodic: bool, members: list) -> None:
         """One atom-count group's frames, chunk by chunk (its systems' rows of the per-system arrays)."""
         coord = np.concatenate([s.coord for _, s, _ in members])
