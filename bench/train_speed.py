@@ -157,7 +157,7 @@ def main(argv=None) -> int:
                     d = out / f"{name}_{prec}_{code}_{rep}"
                     if backend in (None, "table"):
                         extra = [f"training.embedding_table={args.table}"] if backend else []
-                        r = ours(inp, d, caches[code], extra)
+                        r = {**ours(inp, d, caches[code], extra), "cache": "cold" if rep < args.cold else "warm"}
                     else:
                         r = deepmd(backend, inp, d)
                     if r["rc"] == 0:  # everything that is not a steady-state step: imports, statistics, compiles, ...
@@ -177,8 +177,7 @@ def main(argv=None) -> int:
                 ratio_t = s / statistics.median(tab) if tab else None
                 ours_run = code.startswith("jaxmd_dp")
                 over = " / ".join(f"{r['overhead_s']:.1f}" for r in ok)
-                kinds = ["cold" if k < args.cold else "warm" for k in range(len(ok))]
-                start = (f"overhead {over} s ({' / '.join(kinds)} cache); scan "
+                start = (f"overhead {over} s ({' / '.join(r['cache'] for r in ok)} cache); scan "
                          f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
                          + " / ".join(f"{r['first_step_s']:.1f}" for r in ok) + " s"
                          if ours_run

@@ -153,12 +153,9 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
 
     # groups on two threads: one group's compile (XLA's, mostly on one core) and host work between chunks
     # beside another's scan (Cu's ASC22 input: 3 groups, 15,309 frames)
-    if len(groups) == 1:
-        scan_group(*next(iter(groups)), next(iter(groups.values())))
-    else:
-        with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="neighbor-scan") as pool:
-            for f in [pool.submit(scan_group, *key, members) for key, members in groups.items()]:
-                f.result()
+    with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="neighbor-scan") as pool:
+        for f in [pool.submit(scan_group, *key, members) for key, members in groups.items()]:
+            f.result()
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
     return NeighborStats(float(rcut), names, nmax_sys.max(axis=0, initial=0), float(dmin_sys.min(initial=math.inf)),
                          int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys,

@@ -19,17 +19,21 @@ import jax.numpy as jnp
 from pallas_kernels import dispatch
 
 
+def _switch_u(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
+    """u = (clip(r, rcut_smth, rcut) − rcut_smth) / (rcut − rcut_smth) ∈ [0, 1]."""
+    return (jnp.clip(r, rcut_smth, rcut) - rcut_smth) / (rcut - rcut_smth)
+
+
 def smooth_weight(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
     """DeePMD's switch: 1 below ``rcut_smth``, 0 above ``rcut``, C² in between. r in Å."""
-    u = (jnp.clip(r, rcut_smth, rcut) - rcut_smth) / (rcut - rcut_smth)
+    u = _switch_u(r, rcut_smth, rcut)
     return u * u * u * (-6.0 * u * u + 15.0 * u - 10.0) + 1.0
 
 
 def smooth_weight_slope(r: jax.Array, rcut_smth: float, rcut: float) -> jax.Array:
     """dw/dr of :func:`smooth_weight` (1/Å): −30 u²(1 − u)² / (rcut − rcut_smth) between the radii, else 0."""
-    span = rcut - rcut_smth
-    u = (jnp.clip(r, rcut_smth, rcut) - rcut_smth) / span
-    return jnp.where((r > rcut_smth) & (r < rcut), -30.0 * u * u * (u - 1.0) * (u - 1.0) / span, 0.0)
+    u = _switch_u(r, rcut_smth, rcut)
+    return jnp.where((r > rcut_smth) & (r < rcut), -30.0 * u * u * (u - 1.0) * (u - 1.0) / (rcut - rcut_smth), 0.0)
 
 
 def times_cell(x: jax.Array, m: jax.Array) -> jax.Array:
@@ -75,8 +79,9 @@ def env_rows(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: float) -> ja
     return _env_rows(d, mask, float(rcut), float(rcut_smth))
 
 
-def _rows_and_jacobian(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: float):
-    """The four rows (each (...)) and their Jacobian J[a][k] = ∂row_a/∂d_k (each (...)), 0 in empty slots.
+def _rows_and_jacobian(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: float, jacobian: bool = True):
+    """The four rows (each (...)) and their Jacobian J[a][k] = ∂row_a/∂d_k (each (...)), 0 in empty slots
+    (``jacobian`` False: None instead, for the primal alone).
 
     With r = |d| and w′ = dw/dr: ∂(w/r)/∂d = (w′r − w)/r³ · d and
     ∂(w d_a/r²)/∂d_k = w/r² δ_ak + (w′r − 2w)/r⁴ · d_a d_k."""
@@ -85,10 +90,13 @@ def _rows_and_jacobian(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: fl
     r2 = comps[0] * comps[0] + comps[1] * comps[1] + comps[2] * comps[2]
     r = jnp.sqrt(r2)
     inv_r, inv_r2 = 1.0 / r, 1.0 / r2
-    w, dw = smooth_weight(r, rcut_smth, rcut), smooth_weight_slope(r, rcut_smth, rcut)
+    w = smooth_weight(r, rcut_smth, rcut)
     m = mask.astype(d.dtype)
     q = w * inv_r2 * m
     rows = [w * inv_r * m] + [q * c for c in comps]
+    if not jacobian:
+        return rows, None
+    dw = smooth_weight_slope(r, rcut_smth, rcut)
     c0 = (dw * r - w) * inv_r2 * inv_r * m
     c1 = (dw * r - 2.0 * w) * inv_r2 * inv_r2 * m
     jac = [[c0 * c for c in comps]] + [[c1 * comps[a] * comps[k] + (q if a == k else 0.0) for k in range(3)]
@@ -98,7 +106,7 @@ def _rows_and_jacobian(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: fl
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
 def _env_rows(d, mask, rcut, rcut_smth):
-    return jnp.stack(_rows_and_jacobian(d, mask, rcut, rcut_smth)[0], axis=-1)
+    return jnp.stack(_rows_and_jacobian(d, mask, rcut, rcut_smth, jacobian=False)[0], axis=-1)
 
 
 @_env_rows.defjvp
