@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.geometry.running_count import running_count
 from jaxmd_dp.model.embed_table import outer
 
 
@@ -106,7 +107,7 @@ def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     (rows past the frame's count point at slot 0); and inv (nframes, nslots): the packed row of each
     real slot (clipped into range for empty slots). On real slots the two are inverse permutations.
     """
-    pos = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) - 1
+    pos = running_count(mask) - 1
     dest = jnp.where(mask, pos, size)  # out of range: dropped
     slots = jnp.broadcast_to(jnp.arange(mask.shape[-1], dtype=jnp.int32), mask.shape)
     idx = jax.vmap(lambda d, s: jnp.zeros(size, jnp.int32).at[d].set(s, mode="drop"))(dest, slots)
