@@ -5,8 +5,8 @@ compacts a row) is a cumulative count. ``jnp.cumsum`` lowers to a reduce-window 
 by element; here each row is cut into blocks of ``block`` entries, the counts inside a block are one
 product with a triangular matrix of ones and the blocks' starts another. The products run in float32,
 exact for any count below 2**24, at full precision (no TF32 or bfloat16 passes on a GPU). On the
-2-core CPU host (session 20, 100 calls each): a Cu neighbour-list row block (32 × 2592) 493 → 193 µs,
-water's (192 × 1458) 2212 → 600 µs.
+2-core CPU host (session 20, median of 100 jitted calls): 32 × 2,592 (a Cu list build's rows) 641 → 247 µs,
+192 × 1,458 1,511 → 437 µs; a Cu list build 1.1–1.6 → 0.7–1.0 ms (bench/RESULTS.md).
 """
 
 from __future__ import annotations
