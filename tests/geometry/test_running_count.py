@@ -14,7 +14,8 @@ from jaxmd_dp.geometry.running_count import running_count
     ((4, 7), 64, 0.7),  # shorter than one block
     ((1, 1), 64, 1.0),
     ((2, 20000), 64, 1.0),  # all True: counts far past one block, past float16/bfloat16 integers
-    ((3, 300), 1, 0.3),  # blocks of one entry: the second product does all the work
+    ((3, 300), 2, 0.3),  # blocks of two: nine levels
+    ((2, 1000), 4, 0.5),  # block totals counted in blocks again, four levels deep
 ])
 def test_equals_cumsum(shape, block, density):
     mask = np.random.default_rng(3).random(shape) < density
@@ -26,3 +27,11 @@ def test_equals_cumsum(shape, block, density):
 def test_rows_too_long_for_float32_counts():
     with pytest.raises(ValueError, match="2\\*\\*24"):
         jax.eval_shape(running_count, jax.ShapeDtypeStruct((2**24,), jnp.bool_))
+
+
+def test_long_rows_hold_only_small_triangles():
+    """A row of 2,000,000 entries (a large frame's pair packing) is counted with 64 × 64 triangles, not a
+    triangle over its 31,250 blocks (3.9 GB in float32)."""
+    jaxpr = jax.make_jaxpr(lambda m: running_count(m, 64))(jax.ShapeDtypeStruct((1, 2_000_000), jnp.bool_))
+    sizes = [np.size(c) for c in jaxpr.consts]  # the triangles (scalars stay literals in the equations)
+    assert sizes and max(sizes) <= 64 * 64
