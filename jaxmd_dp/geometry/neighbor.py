@@ -267,7 +267,7 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m
     ``sel[t]`` neighbours. Same arguments and results as :func:`_select_nearest`; O(ncand).
 
     Each candidate's slot is its rank among the row's earlier candidates of its type: a running count
-    per type (:func:`~jaxmd_dp.geometry.running_count.running_count`, two small matmuls instead of a
+    per type (:func:`~jaxmd_dp.geometry.running_count.running_count`, small matmuls instead of a
     cumulative sum), and the slots of all types are filled by one scatter."""
     natoms, ncand = r2.shape
     rows = jnp.broadcast_to(jnp.arange(natoms)[:, None], (natoms, ncand))

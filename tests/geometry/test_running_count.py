@@ -1,4 +1,4 @@
-"""running_count: the cumulative count of a mask as two float32 matmuls, equal to jnp.cumsum."""
+"""running_count: the cumulative count of a mask as float32 matmuls, equal to jnp.cumsum."""
 
 import jax
 import jax.numpy as jnp
