@@ -422,16 +422,12 @@ def test_order_any_same_neighbours(method, sel):
     """order="any" (the training step's sort-free list) holds the same neighbours in every type group as
     the nearest-first list, and equals it exactly when some type overflows its sel (nearest kept); with
     one, two and three types (a running count per type, one scatter for all)."""
-    _check_order_any(method, sel, len(sel))
-
-
-def _check_order_any(method, sel, ntypes):
     rng = np.random.default_rng(21)
     natoms, nframes, rcut = 90, 2, 3.7
     L = (natoms / 0.09) ** (1 / 3)
     box = np.stack([random_triclinic_box(rng, L) for _ in range(nframes)])
     coord = np.einsum("fni,fij->fnj", rng.uniform(-0.5, 1.5, (nframes, natoms, 3)), box)
-    atype = random_types(rng, natoms, ntypes)
+    atype = random_types(rng, natoms, len(sel))
     spec = allocate(coord, box, rcut, sel, method=method)
     near = _jit_build(spec)(coord, box, atype)
     anyo = jax.jit(functools.partial(build, spec, order="any"))(coord, box, atype)
@@ -442,15 +438,14 @@ def _check_order_any(method, sel, ntypes):
         return
     assert min(sel) >= 30, "an ample sel must not overflow"
     sec = np.concatenate([[0], np.cumsum(sel)])
-    for nl_a, nl_b in [(anyo, near)]:
-        for t in range(len(sel)):
-            keys = []
-            for nl in (nl_a, nl_b):
-                idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
-                sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
-                key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
-                keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
-            np.testing.assert_array_equal(keys[0], keys[1])
+    for t in range(len(sel)):  # each type's section holds the same (neighbour, image) pairs, in any order
+        keys = []
+        for nl in (anyo, near):
+            idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
+            sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
+            key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
+            keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
+        np.testing.assert_array_equal(keys[0], keys[1])
     assert not np.array_equal(np.asarray(anyo.idx), np.asarray(near.idx)), "expected a different slot order"
 
 
