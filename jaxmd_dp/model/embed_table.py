@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero, linear_call
 
+from jaxmd_dp.model.nets import PRECISION
+
 MIN_NODES = 16
 MAX_NODES = 1024
 
@@ -136,4 +138,4 @@ def table_env_product(net, R: jax.Array, mask: jax.Array, nodes: int) -> jax.Arr
     row = jnp.arange(nf * n, dtype=jnp.int32).reshape(nf, n, 1) * nodes + k  # (nf, n, s): atom's node k
     rows = jnp.stack([row, row + 1], axis=-1).reshape(-1)
     A = jnp.zeros((nf * n * nodes, 12), R.dtype).at[rows].add(w)
-    return jnp.einsum("fnkca,kcm->fnam", A.reshape(nf, n, nodes, 3, 4), Y)
+    return jnp.einsum("fnkca,kcm->fnam", A.reshape(nf, n, nodes, 3, 4), Y, precision=PRECISION)

@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxmd_dp.geometry.running_count import running_count
 from jaxmd_dp.model.embed_table import outer
+from jaxmd_dp.model.nets import PRECISION
 
 
 class Packing(NamedTuple):
@@ -198,5 +199,5 @@ def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre, uniform: boo
     if not one_type:  # one indicator column per (centre type, slot): the atom's own type only
         hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in range(e.shape[0])],
                                axis=-1)
-    out = hole.reshape(nf * n, -1) @ blocks.reshape(hole.shape[-1], -1)
+    out = jnp.matmul(hole.reshape(nf * n, -1), blocks.reshape(hole.shape[-1], -1), precision=PRECISION)
     return out.reshape(nf, n, 4, -1)

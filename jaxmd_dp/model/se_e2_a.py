@@ -21,14 +21,14 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
 from jaxmd_dp.model.embed_table import table_env_product
-from jaxmd_dp.model.nets import EmbeddingNet
+from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
 from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
 def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
     """Σ_s R_sᵀ G_s over the slots: R (nf, n, s, 4), G (nf, n, s, M1) → (nf, n, 4, M1)."""
-    return jnp.einsum("fnsa,fnsm->fnam", R, G)
+    return jnp.einsum("fnsa,fnsm->fnam", R, G, precision=PRECISION)
 
 
 def _spread(R: jax.Array, ct: jax.Array) -> jax.Array:
@@ -126,5 +126,5 @@ class DescriptorSeA(nn.Module):
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj]))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
-        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron])
+        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
         return D.reshape(D.shape[:2] + (-1,))
