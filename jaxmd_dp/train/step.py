@@ -171,5 +171,31 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
-    return jax.jit(eval_step, static_argnums=3, compiler_options={"xla_backend_optimization_level": 1,
-                                                                   "xla_cpu_use_fusion_emitters": False})
+    return jax.jit(eval_step, static_argnums=3, compiler_options=eval_compiler_options())
+
+
+EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+@functools.lru_cache(maxsize=4)
+def eval_compiler_options(backend: str | None = None) -> dict | None:
+    """The options of :data:`EVAL_CPU_OPTIONS` that this jaxlib accepts, on the CPU; None elsewhere.
+
+    Off the CPU they do not apply (the GPU compiler refuses ``xla_cpu_*``), and a jaxlib may drop an
+    option (0.11.2 no longer knows ``xla_cpu_use_fusion_emitters``): a one-op program is compiled with
+    them all (~20 ms, once per process), and only when that fails is each tried on its own."""
+    if (backend or jax.default_backend()) != "cpu":
+        return None
+
+    def accepted(options: dict) -> bool:
+        try:
+            jax.jit(jnp.negative, compiler_options=options).lower(np.float32(0)).compile()
+        except Exception as e:  # jaxlib's error type has moved between versions
+            if "compile option" not in str(e):
+                raise
+            return False
+        return True
+
+    if accepted(EVAL_CPU_OPTIONS):
+        return dict(EVAL_CPU_OPTIONS)
+    return {k: v for k, v in EVAL_CPU_OPTIONS.items() if accepted({k: v})} or None

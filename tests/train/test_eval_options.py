@@ -1,0 +1,28 @@
+"""The evaluation step's XLA options: CPU-only, and only those this jaxlib knows.
+
+On a GPU (H200, session 23) every water run failed at its first validation with "No such compile option:
+'xla_cpu_use_fusion_emitters'": the GPU compiler refuses CPU options, and jaxlib 0.11.2 no longer has
+that one at all."""
+
+import pytest
+
+from jaxmd_dp.train import step
+
+
+@pytest.fixture
+def fresh_cache():
+    step.eval_compiler_options.cache_clear()
+    yield
+    step.eval_compiler_options.cache_clear()
+
+
+def test_no_cpu_options_off_the_cpu(fresh_cache):
+    assert step.eval_compiler_options("gpu") is None
+
+
+def test_unknown_option_dropped_known_kept(fresh_cache, monkeypatch):
+    known = step.eval_compiler_options("cpu")
+    assert known and known.items() <= step.EVAL_CPU_OPTIONS.items()  # jaxlib 0.10 knows both
+    step.eval_compiler_options.cache_clear()
+    monkeypatch.setattr(step, "EVAL_CPU_OPTIONS", {**step.EVAL_CPU_OPTIONS, "xla_cpu_not_an_option": True})
+    assert step.eval_compiler_options("cpu") == known
