@@ -181,9 +181,10 @@ EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emi
 def eval_compiler_options(backend: str | None = None) -> dict | None:
     """The options of :data:`EVAL_CPU_OPTIONS` that this jaxlib accepts, on the CPU; None elsewhere.
 
-    Off the CPU they do not apply (the GPU compiler refuses ``xla_cpu_*``), and a jaxlib may drop an
-    option (0.11.2 no longer knows ``xla_cpu_use_fusion_emitters``): a one-op program is compiled with
-    them all (~20 ms, once per process), and only when that fails is each tried on its own."""
+    Off the CPU they do not apply. A jaxlib may drop an option, and then every compile that names it fails
+    ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
+    every GPU run with validation data stopped at its first validation. So a one-op program is compiled
+    with them all (~20 ms, once per process), and only when that fails is each tried on its own."""
     if (backend or jax.default_backend()) != "cpu":
         return None
 

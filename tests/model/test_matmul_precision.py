@@ -2,9 +2,10 @@
 
 On a GPU, XLA runs a float32 matmul that asks for nothing in TF32 (a 10-bit mantissa): all four float32
 fixture models then missed DeePMD-kit's predictions on an H200 (one by 5.6e-4 relative; session 23) against
-a bound of 1e-5. The CPU ignores the setting, so this checks the traced step: each ``dot_general`` in it, in every
-nested computation, with a float32 operand carries ``Precision.HIGHEST`` on both (float64 ones are full precision anyway). Exact nets, pair packing and the
-embedding table; no compile (jaxprs only).
+a bound of 1e-5. The CPU ignores the setting, so this checks the traced step: each ``dot_general`` in
+it, in every nested computation, with a float32 operand carries ``Precision.HIGHEST`` on both (float64
+ones are full precision anyway). Exact nets, pair packing and the embedding table; no compile (jaxprs
+only).
 """
 
 import jax

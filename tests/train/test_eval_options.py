@@ -1,8 +1,8 @@
 """The evaluation step's XLA options: CPU-only, and only those this jaxlib knows.
 
-On a GPU (H200, session 23) every water run failed at its first validation with "No such compile option:
-'xla_cpu_use_fusion_emitters'": the GPU compiler refuses CPU options, and jaxlib 0.11.2 no longer has
-that one at all."""
+On a GPU (H200, jaxlib 0.11.2, session 23) every water run failed at its first validation with "No such
+compile option: 'xla_cpu_use_fusion_emitters'": jaxlib 0.11.2 no longer has that option (its libraries do
+not hold the name), and a compile naming an unknown option fails on any backend."""
 
 import pytest
 
