@@ -49,7 +49,8 @@ def _normal(name: str):
 
 # Every matmul of the nets and descriptor at the operands' full precision. On a GPU, XLA's default for
 # float32 is TF32 (10-bit mantissa): all four float32 fixture models then missed DeePMD-kit's predictions
-# (one by 5.6e-4 relative; H200, session 23) against a bound of 1e-5. On the CPU the setting changes nothing.
+# (one by 5.6e-4 relative; H200, session 23) against a bound of 1e-5. On the CPU the setting changes nothing;
+# on the GPU float32 compiles then took about twice float64's (a suspect: bench/RESULTS.md, "On a GPU").
 PRECISION = jax.lax.Precision.HIGHEST
 
 
