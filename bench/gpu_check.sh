@@ -5,7 +5,7 @@
 #     script installs a CPU build), exact nets and table 64, both precisions;
 #  3. water again with JAXMD_DP_KERNELS=jnp (the Pallas kernels against the jnp path in training);
 #  4. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled), to set
-#     against 2.'s s/step: what the host's share of the loop costs;
+#     against 2.'s s/step: what the loop around the step costs;
 #  5. the kernels' own timings (bench/gpu_kernels.py);
 #  6. a profile of steps 4-8 of the Cu float32 loop (train --profile; OUTDIR/prof_copper.tgz, for
 #     TensorBoard or Perfetto): where the host leaves the GPU idle.
