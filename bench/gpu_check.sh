@@ -11,7 +11,9 @@
 #     TensorBoard or Perfetto): where the host leaves the GPU idle.
 # Six files in OUTDIR (a device tool may bring back only a few).
 #   bash bench/gpu_check.sh OUTDIR
-# Needs ../shared (data, fixtures, bench inputs) beside the checkout, as every benchmark here does.
+# Needs ../shared (data, fixtures, bench inputs) beside the checkout, as every benchmark here does. Where
+# only the checkout travels to the GPU machine (session 23), copy ../shared/{data,fixtures,bench} into a
+# git-ignored folder of it (55 MB without nopbc data) and run `ln -sfn "$PWD/FOLDER" ../shared` there first.
 # Each part has its own time limit (seconds, in the variables below), so a slow or failing part leaves
 # the others running; STEPS and the limits are variables for a smoke run on a CPU.
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
