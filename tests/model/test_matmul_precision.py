@@ -8,16 +8,17 @@ ones are full precision anyway). Exact nets, pair packing and the embedding tabl
 only).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, type_capacity
-from jaxmd_dp.train.loss import LossPrefs
-from jaxmd_dp.train.schedule import exp_decay
-from jaxmd_dp.train.step import BatchLayout, init_state, make_optimizer, make_train_step
+from jaxmd_dp.model.energy import Stats, init_params, type_capacity
+from jaxmd_dp.train.step import BatchLayout, init_state
+from step_case import HYPER, STATS, random_batch, train_step_for
 
 
 def dot_precisions(jaxpr) -> list:
@@ -37,24 +38,15 @@ def dot_precisions(jaxpr) -> list:
 @pytest.mark.parametrize("variant", ["exact", "pack", "table"])
 def test_float32_step_asks_for_full_precision(variant):
     rng = np.random.default_rng(2)
-    nat, nf = 12, 1
-    hyper = ModelHyper(type_map=("A", "B"), sel=(8, 16), rcut=3.5, rcut_smth=0.8, neuron=(4, 8), axis_neuron=2,
-                       fit_neuron=(8, 8), precision="float32", fit_precision="float32")
-    box = np.eye(3)[None] * 5.0
-    coord = rng.uniform(0, 5.0, (nf, nat, 3))
-    atype = rng.integers(0, 2, nat)
-    batch = {"coord": coord, "box": box, "atype": atype, "energy": rng.normal(size=nf),
-             "force": rng.normal(size=(nf, nat, 3)), "virial": rng.normal(size=(nf, 9)),
-             "find_energy": 1.0, "find_force": 1.0, "find_virial": 1.0}
-    stats = Stats(*map(jnp.asarray, (np.full((2, 24, 4), 0.05) * [1, 0, 0, 0], np.full((2, 24, 4), 0.7),
-                                     np.array([-1.0, -2.0]))))
-    spec = neighbor.allocate(coord, box, hyper.rcut, hyper.sel, method="brute")
+    nat = 12
+    hyper = dataclasses.replace(HYPER, precision="float32", fit_precision="float32")
+    batch, box, atype = random_batch(rng, nat, 1)
+    spec = neighbor.allocate(batch["coord"], box, hyper.rcut, hyper.sel, method="brute")
     pack = (nat * 8, nat * 16) if variant == "pack" else None
     layout = BatchLayout(spec, type_capacity([atype], 2), "jnp", pack, 16 if variant == "table" else 0)
-    schedule = exp_decay(1e-3, 1e-5, 10, 100)
-    opt = make_optimizer(schedule)
-    step = make_train_step(hyper, LossPrefs(0.02, 1, 1000, 1, 0.02, 1), schedule, opt)
+    step, opt = train_step_for(hyper)
     params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), init_params(hyper, 3))
+    stats = Stats(*map(jnp.asarray, STATS))
     jaxpr = jax.make_jaxpr(step, static_argnums=3)(init_state(params, opt), stats, batch, layout).jaxpr
     found = dot_precisions(jaxpr)
     full = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
