@@ -3,26 +3,36 @@
 #  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests);
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
 #     script installs a CPU build), exact nets and table 64, both precisions;
-#  3. water again with JAXMD_DP_KERNELS=jnp (the Pallas kernels against the jnp path in training);
-#  4. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled), to set
-#     against 2.'s s/step: what the loop around the step costs;
+#  3. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled);
+#  4. where the loop's time goes around the step, Cu float32 and Al-Cu-Mg float64 with table 64
+#     (bench/loop_overhead.py: the bare step, fit with prepared batches, with cached lists, with new
+#     frames, and with a step that does nothing: the loop's floor);
 #  5. the kernels' own timings (bench/gpu_kernels.py);
 #  6. a profile of steps 4-8 of the Cu float32 loop (train --profile; OUTDIR/prof_copper.tgz, for
-#     TensorBoard or Perfetto): where the host leaves the GPU idle.
-# Six files in OUTDIR (a device tool may bring back only a few).
+#     TensorBoard or Perfetto): where the host leaves the GPU idle;
+#  7. the first step's compile, Cu float32 and float64, with XLA's GEMM autotuning on and off
+#     (--xla_gpu_autotune_level=0): does autotuning make float32 compiles twice float64's (session 23)?
+# Seven files in OUTDIR (a device tool may bring back only a few).
+# Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
+# that part is gone.
 #   bash bench/gpu_check.sh OUTDIR
 # Needs ../shared (data, fixtures, bench inputs) beside the checkout, as every benchmark here does. Where
 # only the checkout travels to the GPU machine (session 23), copy ../shared/{data,fixtures,bench} into a
 # git-ignored folder of it (55 MB without nopbc data) and run `ln -sfn "$PWD/FOLDER" ../shared` there first.
 # Each part has its own time limit (seconds, in the variables below), so a slow or failing part leaves
-# the others running; STEPS and the limits are variables for a smoke run on a CPU.
+# the others running; STEPS and the limits are variables for a smoke run on a CPU. All seven parts take
+# about 12 minutes on an H200, over one device call's 10: run them in two calls, e.g.
+#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (about 7 minutes)
+#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (about 5)
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-500}
+PARTS=" ${PARTS:-1 2 3 4 5 6 7} "
+part() { [[ $PARTS == *" $1 "* ]] && echo "== $1. $2"; }  # true (and a heading) when part $1 is asked for
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 runs=$(mktemp -d)
-mkdir -p "$runs/in"  # the inputs of parts 4 and 6, as bench/train_speed.py writes them
+mkdir -p "$runs/in"  # the inputs of parts 3, 4, 6 and 7, as bench/train_speed.py writes them
 $PY -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; import train_speed as t
 for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'float64')):
     t.write_input(name, $STEPS, 50, prec, Path('$runs/in'))"
@@ -31,26 +41,43 @@ for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'flo
   $PY -c "import jax, flax, optax, orbax.checkpoint, numpy; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'numpy', numpy.__version__); print(jax.devices())"
   nproc
   git log -1 --format='commit %h %s' 2>/dev/null
-} 2>&1 | tee "$out/env.txt"
-echo "== 1. fixtures (DeePMD-kit's predictions, kernels: auto)"
-timeout "${T_FIXTURES:-80}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
-echo "== 2. training speed"
-for input in water copper almgcu; do  # each input its own limit: a slow compile on one leaves the others
-  timeout "${T_SPEED:-140}" $PY bench/train_speed.py --ours-only --inputs $input --precision float64 float32 \
-    --steps "$STEPS" --disp 50 --repeats 1 --table 64 --out "$runs/$input" 2>&1 | tee -a "$out/speed.txt"
-done
-echo "== 3. water, JAXMD_DP_KERNELS=jnp"
-JAXMD_DP_KERNELS=jnp timeout "${T_JNP:-60}" $PY bench/train_speed.py --ours-only --inputs water --precision float64 \
-  float32 --steps "$STEPS" --disp 50 --repeats 1 --out "$runs/water_jnp" 2>&1 | tee -a "$out/speed.txt"
-echo "== 4. bare steps"
-for c in copper_float32 copper_float64 almgcu_float64; do
-  timeout "${T_BARE:-45}" $PY bench/step_time.py "$runs/in/$c.json" --precision "${c#*_}" --steps 100 \
-    --table 0 64 2>&1 | grep -v 'cuda_timer' | tail -3 | tee -a "$out/step_time.txt"
-done
-echo "== 5. kernels"
-timeout "${T_KERNELS:-60}" $PY bench/gpu_kernels.py --dtype float64 --repeats 20 2>&1 | tee "$out/kernels.txt"
-echo "== 6. profile of the Cu float32 loop"
-timeout "${T_PROFILE:-60}" $PY -m jaxmd_dp.train "$runs/in/copper_float32.json" -o "$runs/prof_run" --force \
-  --profile "$runs/prof" training.numb_steps=20 2>&1 | grep -E 'profil|average'
-tar -czf "$out/prof_copper.tgz" -C "$runs" prof && du -h "$out/prof_copper.tgz"
+} 2>&1 | tee -a "$out/env.txt"
+if part 1 "fixtures (DeePMD-kit's predictions, kernels: auto)"; then
+  timeout "${T_FIXTURES:-80}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
+fi
+if part 2 "training speed"; then
+  for input in water copper almgcu; do  # each input its own limit: a slow compile on one leaves the others
+    timeout "${T_SPEED:-140}" $PY bench/train_speed.py --ours-only --inputs $input --precision float64 float32 \
+      --steps "$STEPS" --disp 50 --repeats 1 --table 64 --out "$runs/$input" 2>&1 | tee -a "$out/speed.txt"
+  done
+fi
+if part 3 "bare steps"; then
+  for c in copper_float32 copper_float64 almgcu_float64; do
+    timeout "${T_BARE:-45}" $PY bench/step_time.py "$runs/in/$c.json" --precision "${c#*_}" --steps 100 \
+      --table 0 64 2>&1 | grep -v 'cuda_timer' | tail -3 | tee -a "$out/step_time.txt"
+  done
+fi
+if part 4 "the loop around the step"; then
+  for c in copper_float32 almgcu_float64; do
+    timeout "${T_LOOP:-75}" $PY bench/loop_overhead.py "$runs/in/$c.json" training.embedding_table=64 \
+      --steps "${LOOP_STEPS:-150}" --rounds 4 2>&1 | tail -6 | tee -a "$out/loop.txt"
+  done
+fi
+if part 5 "kernels"; then
+  timeout "${T_KERNELS:-60}" $PY bench/gpu_kernels.py --dtype float64 --repeats 20 2>&1 | tee "$out/kernels.txt"
+fi
+if part 6 "profile of the Cu float32 loop"; then
+  timeout "${T_PROFILE:-60}" $PY -m jaxmd_dp.train "$runs/in/copper_float32.json" -o "$runs/prof_run" --force \
+    --profile "$runs/prof" training.numb_steps=20 2>&1 | grep -E 'profil|average'
+  tar -czf "$out/prof_copper.tgz" -C "$runs" prof && du -h "$out/prof_copper.tgz"
+fi
+if part 7 "first-step compile, GEMM autotuning on and off"; then
+  for c in copper_float32 copper_float64; do
+    for flags in "" "--xla_gpu_autotune_level=0"; do
+      echo "$c XLA_FLAGS='$flags'" | tee -a "$out/compile.txt"
+      XLA_FLAGS="$flags" timeout "${T_COMPILE:-60}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
+        | grep -E 'first training step|neighbour scan of' | tee -a "$out/compile.txt"
+    done
+  done
+fi
 rm -rf "$runs"
