@@ -15,7 +15,8 @@ rounds in one process (so that a slow spell of the machine hits all alike), ms p
   nothing else: the loop's floor, the most steps per second it allows on this host whatever the step.
 
 Each round's ``fit`` ends on a display step (lcurve line, a wait for the step); the checkpoint and
-the validation of that step are left out (a run has one per ``save_freq`` / ``disp_freq`` steps).
+the validation of that step are left out (a run has one per ``save_freq`` / ``disp_freq`` steps), and so is
+the FLOP estimate logged after a fit's first step (once per run).
 
 Each is printed per round (wall / process CPU ms per step) and as medians, with the paired difference to
 ``bare``. Overrides are config keys, e.g. ``training.embedding_table=64``.
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     tr.save_checkpoint = lambda: None
     tr.batches.gather_state = lambda workers: None
     tr.validate = lambda *a, **k: None
+    tr._log_step_cost = lambda *a, **k: None  # the FLOP estimate each fit logs after its first step
     raw = [real_next() for _ in range(args.replay)]
     prepared = [real_prepare(b) for b in raw]  # compiles the other shapes, fills the cache for these frames
     tr.neighbor_cache._store_pending()
