@@ -20,10 +20,11 @@
 # only the checkout travels to the GPU machine (session 23), copy ../shared/{data,fixtures,bench} into a
 # git-ignored folder of it (55 MB without nopbc data) and run `ln -sfn "$PWD/FOLDER" ../shared` there first.
 # Each part has its own time limit (seconds, in the variables below), so a slow or failing part leaves
-# the others running; STEPS and the limits are variables for a smoke run on a CPU. All seven parts take
-# about 12 minutes on an H200, over one device call's 10: run them in two calls, e.g.
-#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (about 7 minutes)
-#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (about 5)
+# the others running; STEPS and the limits are variables for a smoke run on a CPU. All seven parts may
+# take ~12 minutes on an H200 (an estimate from session 23's timings), over one device call's 10: run
+# them in two calls, each within 10 minutes even where every part runs to its limit:
+#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (~7 minutes; limits 500 s)
+#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (~5 minutes; limits 575 s)
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -59,7 +60,7 @@ if part 3 "bare steps"; then
 fi
 if part 4 "the loop around the step"; then
   for c in copper_float32 almgcu_float64; do
-    timeout "${T_LOOP:-75}" $PY bench/loop_overhead.py "$runs/in/$c.json" training.embedding_table=64 \
+    timeout "${T_LOOP:-70}" $PY bench/loop_overhead.py "$runs/in/$c.json" training.embedding_table=64 \
       --steps "${LOOP_STEPS:-150}" --rounds 4 2>&1 | tail -6 | tee -a "$out/loop.txt"
   done
 fi
@@ -75,7 +76,7 @@ if part 7 "first-step compile, GEMM autotuning on and off"; then
   for c in copper_float32 copper_float64; do
     for flags in "" "--xla_gpu_autotune_level=0"; do
       echo "$c XLA_FLAGS='$flags'" | tee -a "$out/compile.txt"
-      XLA_FLAGS="$flags" timeout "${T_COMPILE:-60}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
+      XLA_FLAGS="$flags" timeout "${T_COMPILE:-45}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
         | grep -E 'first training step|neighbour scan of' | tee -a "$out/compile.txt"
     done
   done
