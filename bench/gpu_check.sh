@@ -12,7 +12,7 @@
 #     TensorBoard or Perfetto): where the host leaves the GPU idle;
 #  7. the first step's compile, Cu float32 and float64, with XLA's GEMM autotuning on and off
 #     (--xla_gpu_autotune_level=0): does autotuning make float32 compiles twice float64's (session 23)?
-# Seven files in OUTDIR (a device tool may bring back only a few).
+# Eight files in OUTDIR (a device tool may bring back only a few).
 # Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
 # that part is gone.
 #   bash bench/gpu_check.sh OUTDIR
