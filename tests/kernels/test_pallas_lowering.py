@@ -1,9 +1,10 @@
 """The kernels lower for CUDA through Pallas' Triton backend, on this CPU-only machine.
 
 What runs: ``jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",))`` with abstract arguments
-(``jax.ShapeDtypeStruct``). With jax/jaxlib 0.10.2 from PyPI (no CUDA plugin installed) this works
-as is: Pallas' GPU lowering rule is registered for the "cuda" platform, the Triton lowering imports
-without a GPU (it assumes compute capability 9.0 when no GPU device is visible), and every kernel is
+(``jax.ShapeDtypeStruct``), inside an abstract mesh whose device is an H100 (:func:`abstract_gpu`). With
+jax/jaxlib 0.10.2 or 0.11.2 from PyPI (no CUDA plugin installed) this works: Pallas' GPU lowering rule
+is registered for the "cuda" platform, the Triton lowering imports without a GPU (0.10 assumes compute
+capability 9.0 when no GPU device is visible; 0.11 takes the abstract device's), and every kernel is
 lowered jaxpr → Triton IR and embedded as a ``__gpu$xla.gpu.triton`` custom call. The kernels pass
 ``pallas_triton.CompilerParams`` so that the Triton (not Mosaic GPU) lowering is used. What this
 does not cover: Triton IR → PTX → cubin, which XLA does when compiling on a GPU —
@@ -63,8 +64,18 @@ def _force_loss_weight_grad(w, c, b, t, i, s, da, ds):
     return jax.grad(loss)(w)
 
 
+def abstract_gpu():
+    """A context that names the GPU the Triton lowering targets: an abstract H100 (compute capability
+    9.0). jax 0.11's lowering asks the abstract mesh for it and fails without a GPU otherwise ("No
+    supported GPU devices found"); jax 0.10's falls back to 9.0 by itself and ignores it."""
+    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H100", num_cores=None, platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), (jax.sharding.AxisType.Auto,), abstract_device=device)
+    return jax.sharding.use_abstract_mesh(mesh)
+
+
 def lower_cuda(fn, *args):
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))
+    with abstract_gpu():
+        return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))
 
 
 def _kernel_names(lowered):
@@ -112,11 +123,12 @@ def test_neighbor_lowers_for_cuda(dtype):
 
 def test_export_for_cuda():
     fn = jax.jit(_env)
-    with pytest.raises(ValueError, match="custom calls"):
+    with abstract_gpu(), pytest.raises(ValueError, match="custom calls"):
         jax.export.export(fn, platforms=("cuda",))(*_env_args(jnp.float64))
-    exp = jax.export.export(
-        fn, platforms=("cuda",), disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(TRITON_TARGET)]
-    )(*_env_args(jnp.float64))
+    with abstract_gpu():
+        exp = jax.export.export(
+            fn, platforms=("cuda",), disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(TRITON_TARGET)]
+        )(*_env_args(jnp.float64))
     assert exp.platforms == ("cuda",)
     assert TRITON_TARGET in exp.mlir_module()
 
