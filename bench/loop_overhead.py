@@ -12,7 +12,8 @@ rounds in one process (so that a slow spell of the machine hits all alike), ms p
 - ``fit-new``: ``fit`` as in training, with the neighbour cache emptied before the round, so every frame
   drawn has its lists built (adds the list builds: a short run's case on data of many frames);
 - ``fit-null``: ``fit`` with the step replaced by a jitted function that reads the same arrays and does
-  nothing else: the loop's floor, the most steps per second it allows on this host whatever the step.
+  nothing else, lists cached as in ``fit-cached``: the loop's floor, the most steps per second it allows
+  on this host whatever the step.
 
 Each round's ``fit`` ends on a display step (lcurve line, a wait for the step); the checkpoint and
 the validation of that step are left out (a run has one per ``save_freq`` / ``disp_freq`` steps), and so is
@@ -91,9 +92,13 @@ def main(argv=None) -> int:
         tr.state = state
         jax.block_until_ready(state.step)
 
-    def fit_new():
+    def fit_new():  # an empty cache for this round only: the other ways keep the one filled above
+        filled = tr.neighbor_cache
         tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, config.training.neighbor_cache_mb)
-        fit_with()
+        try:
+            fit_with()
+        finally:
+            tr.neighbor_cache = filled
 
     ways = {
         "bare": bare,
