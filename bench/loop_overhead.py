@@ -26,6 +26,7 @@ Each is printed per round (wall / process CPU ms per step) and as medians, with 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -74,9 +75,9 @@ def main(argv=None) -> int:
 
     null = jax.jit(null_step, static_argnums=3, donate_argnums=0)
 
-    def cycler(items):
-        it = iter(range(10**12))
-        return lambda *a, **k: items[next(it) % len(items)]
+    def cycler(items):  # a stand-in for batches.next / prepare: the items in turn, from the first
+        it = itertools.cycle(items)
+        return lambda *a, **k: next(it)
 
     def fit_with(step=real_step, next_=real_next, prepare=real_prepare):
         tr.train_step, tr.batches.next, tr.prepare = step, next_, prepare
