@@ -372,7 +372,9 @@ def test_large_system_cell_equals_brute_and_is_linear():
     cand = {n: candidates(n) for n in (1000, 4000, 16000, 64000)}
     assert max(cand.values()) <= 1.6 * cand[1000], cand
     assert cand[64000] < 64000 / 50, cand
-    assert allocate(coord, box, rcut, sel, method="auto").method == "cell"
+    # auto: the cell list once it examines fewer candidates than there are atoms (the minimum image's count)
+    L4 = (4000 / rho) ** (1 / 3)
+    assert allocate(rng.uniform(0, L4, (1, 4000, 3)), np.diag([L4] * 3)[None], rcut, sel).method == "cell"
 
 
 def test_jit_spec_reused_on_other_geometries():
@@ -501,3 +503,90 @@ def test_search_skips_images_beyond_rcut():
     check_all(nl_r, coord_r, box_r, atype, 7.0, sel)
     # similar boxes give the same spec (one compiled builder): the skipped offsets, not the box, are in it
     assert allocate(coord, box * 1.01, rcut, sel, method="brute") == spec
+
+
+def wide_triclinic(rng, natoms, nframes, rcut, tilt=0.3):
+    """Triclinic boxes whose every perpendicular width exceeds 2·rcut (the minimum-image method's domain),
+    with unwrapped coordinates up to a box length outside the cell."""
+    boxes = []
+    while len(boxes) < nframes:
+        b = random_triclinic_box(rng, 3.0 * rcut, tilt)
+        if _face_widths(b).min() > 2.05 * rcut:
+            boxes.append(b)
+    box = np.stack(boxes)
+    coord = np.einsum("fni,fij->fnj", rng.uniform(-1.0, 2.0, (nframes, natoms, 3)), box)
+    return coord, box
+
+
+@pytest.mark.parametrize("sel", [(40, 60), (5, 9)], ids=["sel_ample", "sel_tight"])
+def test_minimage_matches_reference(sel):
+    """The minimum-image method on triclinic boxes wider than 2·rcut: the reference's neighbours, nearest
+    first (truncated to a tight sel as well), the same as brute force over the 27 images, and the same
+    neighbours in order="any"."""
+    rng = np.random.default_rng(31)
+    natoms, rcut = 80, 3.2
+    coord, box = wide_triclinic(rng, natoms, 3, rcut)
+    atype = random_types(rng, natoms)
+    spec, nl = build_with("minimage", coord, box, atype, rcut, sel)
+    assert spec.reach == (0, 0, 0) and candidates_per_atom(spec) == natoms
+    check_all(nl, coord, box, atype, rcut, sel)
+    _, brute = build_with("brute", coord, box, atype, rcut, sel)
+    for a, b in zip(nl[:3], brute[:3]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    anyo = jax.jit(functools.partial(build, spec, order="any"))(coord, box, atype)
+    np.testing.assert_array_equal(np.asarray(anyo.nneigh), np.asarray(nl.nneigh))
+    if sel == (5, 9):
+        assert np.any(np.asarray(nl.nneigh) > np.asarray(sel)), "tight sel should overflow somewhere"
+        return
+    sec = np.concatenate([[0], np.cumsum(sel)])
+    for t in range(len(sel)):  # the same (neighbour, image) pairs in each type's section
+        keys = []
+        for x in (anyo, nl):
+            idx = np.asarray(x.idx)[..., sec[t]:sec[t + 1]]
+            sh = np.rint(np.asarray(x.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
+            key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
+            keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
+        np.testing.assert_array_equal(keys[0], keys[1])
+
+
+def test_minimage_candidates_for_env_stats():
+    """The statistics' candidate pairs (``candidates``) of the minimum-image method: the pair vectors and
+    counts of the brute-force method's, as multisets per centre atom."""
+    from jaxmd_dp.geometry.neighbor import candidates
+
+    rng = np.random.default_rng(32)
+    natoms, rcut, sel = 40, 2.5, (30, 30)
+    coord, box = wide_triclinic(rng, natoms, 2, rcut)
+    atype = np.broadcast_to(random_types(rng, natoms), (2, natoms))
+    got, want = (candidates(allocate(coord, box, rcut, sel, method=m), coord, box, atype) for m in ("minimage", "brute"))
+    np.testing.assert_array_equal(np.asarray(got.nneigh), np.asarray(want.nneigh))
+    for c in (got, want):
+        assert np.asarray(c.valid).any()
+
+    def vectors(c, f, i):
+        v = np.stack([np.asarray(x)[f, i][np.asarray(c.valid)[f, i]] for x in c.d], axis=-1)
+        return v[np.lexsort(np.round(v, 9).T)]
+
+    for f in range(2):
+        for i in range(natoms):
+            np.testing.assert_allclose(vectors(got, f, i), vectors(want, f, i), atol=1e-12)
+
+
+def test_minimage_auto_choice_and_fits():
+    """``auto`` takes the minimum image where boxes are wider than 2·rcut and it examines fewer candidates than
+    the cell list (water's 192 atoms in a 12.4 Å box, rcut 6 Å), the cell list for a large box, brute force
+    for a box narrower than 2·rcut. A minimum-image spec does not fit a box that is too narrow, and asking
+    for it there is a one-line error."""
+    rng = np.random.default_rng(33)
+    rcut, sel = 6.0, (46, 92)
+    box = np.diag([12.44, 12.44, 12.44])[None]
+    coord = rng.uniform(0, 12.44, (1, 192, 3))
+    spec = allocate(coord, box, rcut, sel)
+    assert spec.method == "minimage" and candidates_per_atom(spec) == 192
+    assert candidates_per_atom(allocate(coord, box, rcut, sel, method="cell")) > 192
+    assert fits(spec, box * 1.05) and not fits(spec, box * 0.96)
+    big = box * 2
+    assert allocate(rng.uniform(0, 24.88, (1, 1536, 3)), big, rcut, sel).method == "cell"
+    assert allocate(coord, box * 0.9, rcut, sel).method == "brute"
+    with pytest.raises(ValueError, match="wider than 2·rcut"):
+        allocate(coord, box * 0.9, rcut, sel, method="minimage")
