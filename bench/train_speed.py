@@ -15,7 +15,9 @@ our first ``--cold`` runs (default 1) start with an empty compilation cache (col
 (warm). Also peak
 RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary) and the
 achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` adds runs of ours with
-``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's.
+``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's. Before
+the table: per input and precision the fastest DeePMD-kit backend and how many times faster each of ours is,
+and our float32 ÷ float64.
 """
 
 from __future__ import annotations
@@ -122,6 +124,25 @@ def deepmd(backend: str, inp: Path, run_dir: Path) -> dict:
             **last_rmse(run_dir / "lcurve.out")}
 
 
+def print_headline(table) -> None:
+    """The issue's comparisons from the summary rows: per (input, precision) the fastest DeePMD-kit backend and
+    how many times faster each of our codes is; per input and code our float32 ÷ float64 s/step."""
+    med = {(name, prec, code): s for name, prec, code, s, *_ in table if s is not None}
+    print()
+    for name, prec in dict.fromkeys((n, p) for n, p, _ in med):
+        dk = {c: s for (n, p, c), s in med.items() if (n, p) == (name, prec) and c.startswith("deepmd-")}
+        if not dk:
+            continue
+        fastest = min(dk, key=dk.get)
+        ours = ", ".join(f"{c} {dk[fastest] / s:.2f}x faster" for (n, p, c), s in med.items()
+                         if (n, p) == (name, prec) and c.startswith("jaxmd_dp"))
+        print(f"{name} {prec}: fastest DeePMD-kit backend {fastest.removeprefix('deepmd-')} "
+              f"({dk[fastest]:.4f} s/step); {ours}")
+    for (name, prec, code), s in med.items():
+        if prec == "float32" and code.startswith("jaxmd_dp") and (name, "float64", code) in med:
+            print(f"{name} {code}: float32 is {med[(name, 'float64', code)] / s:.2f}x float64")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--inputs", nargs="+", default=list(INPUTS), choices=list(INPUTS))
@@ -187,6 +208,7 @@ def main(argv=None) -> int:
                 rmse = f"e {ok[-1].get('rmse_e_trn', float('nan')):.2e} f {ok[-1].get('rmse_f_trn', float('nan')):.2e}"
                 table.append((name, prec, code, s, ratio, ratio_t, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse,
                               rate))
+    print_headline(table)
     print("\n| input | precision | code | s/step (median) | its s/step ÷ ours | ÷ ours-table | start-up | peak RSS GB "
           "| last rmse (trn) | FLOP rate |")
     print("|---|---|---|---|---|---|---|---|---|---|")
