@@ -14,11 +14,13 @@ a type has more than ``sel[t]`` neighbours (``nneigh`` tells how many it had), a
 Three methods give the same neighbours (the same lists with ``order="nearest"``):
 - ``"brute"``: every atom against every atom in every needed image; O(N²), the reference.
 - ``"cell"``: a cell list in fractional coordinates, each atom against the atoms of the cells within
-  reach; O(N). Boxes smaller than 2·rcut (several images of one atom in reach) are handled by both.
-- ``"minimage"``: every atom against every other atom once, in its nearest image (the rounded fractional
-  difference); only for boxes wider than 2·rcut in every direction, where no other image can be within
-  rcut. O(N²) with one candidate per atom pair: for a few hundred atoms the fewest candidates (water's
-  192 atoms in a 12.4 Å box with rcut 6 Å: 192 per atom, against ~1,160 for the cell list).
+  reach; O(N). Boxes smaller than 2·rcut (several images of one atom in reach) are handled by all three.
+- ``"minimage"``: every atom against every atom of a supercell of k1 × k2 × k3 boxes wider than 2·rcut,
+  each once, in its nearest image (the rounded fractional difference): no other image can then be
+  within rcut. O(N²); for boxes wider than 2·rcut (k = 1) one candidate per atom pair: water's 192 atoms
+  in a 12.4 Å box with rcut 6 Å examine 192 per atom, against ~1,160 for the cell list. Small boxes
+  (Cu's 32 atoms in 7.2 Å with rcut 8 Å: k = 3) examine k1·k2·k3·N, against (2·reach + 1)³·N (less the
+  images beyond rcut) by brute force: 864 against 2,592.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class NeighborSpec(NamedTuple):
     method: str  # "brute" | "cell" | "minimage"
     reach: tuple[int, int, int]  # image/cell offsets searched per cell vector: −reach..reach ((0, 0, 0) for
     # "minimage": each pair's image comes from its fractional difference)
-    ncell: tuple[int, int, int]  # cells per cell vector ((1, 1, 1) for "brute")
+    ncell: tuple[int, int, int]  # cells per cell vector ((1, 1, 1) for "brute"; boxes per supercell vector
+    # for "minimage")
     capacity: int  # atoms per cell ("cell"), natoms ("brute", "minimage")
     skip: tuple = ()  # offsets (3-tuples) of the reach cube not searched: their cells lie beyond rcut in every
     # frame the spec serves (:func:`search_offsets`)
@@ -90,9 +93,9 @@ def allocate(
       box: (nframes, 3, 3) Å, rows are cell vectors; None for a non-periodic system.
       rcut: cut-off radius, Å.
       sel: maximum neighbours kept per neighbour type.
-      method: "brute", "cell", "minimage" (boxes wider than 2·rcut only), or "auto": of those that apply,
-        the one with the fewest candidates per atom (the cell list only with 8 cells or more; no minimum
-        image where the Pallas kernels build the lists, see ``pallas_kernels.dispatch``).
+      method: "brute", "cell", "minimage", or "auto": of those that apply, the one with the fewest
+        candidates per atom (the cell list only with 8 cells or more; no minimum image where the Pallas
+        kernels build the lists, see ``pallas_kernels.dispatch``).
       capacity_factor: head-room on the fullest cell seen, for frames not in ``coord``.
     """
     coord = np.asarray(coord, dtype=np.float64).reshape(-1, np.shape(coord)[-2], 3)
@@ -105,19 +108,15 @@ def allocate(
     brute_reach = tuple(int(math.ceil(rcut / w)) for w in widths)
     ncell = tuple(max(1, int(w // rcut)) for w in widths)
     cell_reach = tuple(int(math.ceil(rcut * n / w)) for n, w in zip(ncell, widths))
-    minimage = NeighborSpec(float(rcut), sel, True, "minimage", (0, 0, 0), (1, 1, 1), natoms)
     if method == "auto":
-        # the Pallas kernel has no minimum-image search (it would search all 27 images by brute force)
-        min_ok = _min_image_ok(widths, rcut) and not dispatch.use_pallas()
-        if np.prod(ncell) >= 8:
-            cell = allocate(coord, box, rcut, sel, "cell", capacity_factor)
-            return minimage if min_ok and natoms < candidates_per_atom(cell) else cell
-        method = "minimage" if min_ok else "brute"
-    if method == "minimage":
-        if not _min_image_ok(widths, rcut):
-            raise ValueError(f"neighbour-list method 'minimage' needs boxes wider than 2·rcut = {2 * rcut:g} Å in "
-                             f"every direction; the narrowest is {widths.min():.4g} Å")
-        return minimage
+        options = ["brute"] + (["cell"] if np.prod(ncell) >= 8 else [])
+        # the Pallas kernel has no minimum-image search (it would search by brute force)
+        options += [] if dispatch.use_pallas() else ["minimage"]
+        specs = [allocate(coord, box, rcut, sel, m, capacity_factor) for m in options]
+        return min(specs, key=candidates_per_atom)  # on a tie the first: brute, cell, minimage
+    if method == "minimage":  # the fewest boxes per supercell vector that make it wider than 2·rcut
+        rep = tuple(int(math.floor(2 * rcut * (1 + 1e-9) / w)) + 1 for w in widths)
+        return NeighborSpec(float(rcut), sel, True, "minimage", (0, 0, 0), rep, natoms)
     if method == "brute":
         return NeighborSpec(float(rcut), sel, True, "brute", brute_reach, (1, 1, 1), natoms,
                             _beyond_rcut(brute_reach, rcut, box, (1, 1, 1)))
@@ -131,9 +130,10 @@ def allocate(
 
 
 def _min_image_ok(widths: np.ndarray, rcut: float) -> bool:
-    """Is every neighbour within ``rcut`` its partner's nearest image? True when every perpendicular width
-    (Å) exceeds 2·rcut: a pair vector shorter than rcut then has fractional components inside (−½, ½),
-    which rounding the fractional difference finds. With a relative margin for rounding."""
+    """Is every neighbour within ``rcut`` its partner's nearest image in a (super)cell of these
+    perpendicular widths (Å)? True when every width exceeds 2·rcut: a pair vector shorter than rcut then
+    has fractional components inside (−½, ½), which rounding the fractional difference finds. With a
+    relative margin for rounding."""
     return bool(np.all(np.asarray(widths) > 2 * rcut * (1 + 1e-9)))
 
 
@@ -146,7 +146,7 @@ def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
     box = np.asarray(box, np.float64).reshape(-1, 3, 3)
     widths = _perp_widths(box).min(axis=0)
     if spec.method == "minimage":
-        return _min_image_ok(widths, spec.rcut)
+        return _min_image_ok(widths * np.asarray(spec.ncell), spec.rcut)
     need = [math.ceil(spec.rcut * n / w) for n, w in zip(spec.ncell, widths)]
     return all(n <= r for n, r in zip(need, spec.reach)) and (
         not spec.skip or bool(np.all(_gap2(np.asarray(spec.skip), box, spec.ncell) >= _far2(spec.rcut))))
@@ -234,7 +234,10 @@ def _far2(rcut: float) -> float:
 
 def search_offsets(spec: NeighborSpec) -> np.ndarray:
     """The image (brute) or cell offsets the builders search: (noff, 3) int, the reach cube [−reach,
-    reach]³ less ``spec.skip`` (offsets beyond rcut, :func:`_beyond_rcut`)."""
+    reach]³ less ``spec.skip`` (offsets beyond rcut, :func:`_beyond_rcut`); for "minimage" the boxes of
+    the supercell, [0, k1) × [0, k2) × [0, k3)."""
+    if spec.method == "minimage":
+        return np.stack(np.meshgrid(*[np.arange(k) for k in spec.ncell], indexing="ij"), axis=-1).reshape(-1, 3)
     offs = _offsets(spec.reach)
     if not spec.skip:
         return offs
@@ -261,11 +264,13 @@ def _shifts(spec: NeighborSpec, pos, idx, img, wrap, m: int):
     (natoms, k) (offset · m + candidate), neighbour indices idx (natoms, k) (−1: empty slot, shift 0),
     the searched offsets' images img (natoms, noff, 3) and the atoms' wraps (natoms, 3). For "minimage"
     img is the atoms' wrapped fractional coordinates (natoms, 3), and each pair's image is recomputed from
-    them as its builder rounded it."""
+    them and the candidate's box in the supercell as its builder rounded it."""
     p = jnp.maximum(pos, 0)
     j = jnp.maximum(idx, 0)
     if spec.method == "minimage":
-        image = -jnp.round(img[j] - img[:, None, :])
+        box_in_super = jnp.asarray(search_offsets(spec), img.dtype)[p // m]  # (natoms, k, 3)
+        k = jnp.asarray(spec.ncell, img.dtype)
+        image = box_in_super - k * jnp.round(((img[j] + box_in_super) - img[:, None, :]) / k)
     else:
         image = jnp.take_along_axis(img, (p // m)[..., None], axis=1)
     shift = image + wrap[:, None, :] - wrap[j]
@@ -354,19 +359,25 @@ def _build_brute(spec: NeighborSpec, coord, box, atype):
 
 
 def _build_minimage(spec: NeighborSpec, coord, box, atype):
-    """Every atom against every atom in its nearest image: one block (natoms, 1, natoms). The image is the
-    rounded fractional difference; the selections recompute it for the kept slots (:func:`_shifts`)."""
+    """Every atom against every atom of each box of the supercell, in its nearest supercell image: blocks
+    (natoms, nbox, natoms). The image is the rounded fractional difference in supercell units; the
+    selections recompute it for the kept slots (:func:`_shifts`)."""
     natoms = coord.shape[0]
     frac = coord @ jnp.linalg.inv(box)
     wrap = jnp.floor(frac)
     fw = frac - wrap  # (natoms, 3) in [0, 1)
-    df = [fw[:, k][None, :] - fw[:, k][:, None] for k in range(3)]  # (natoms, natoms), partner minus centre
-    df = [x - jnp.round(x) for x in df]
-    d = [(df[0] * box[0, k] + df[1] * box[1, k] + df[2] * box[2, k])[:, None, :] for k in range(3)]
-    r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]  # (natoms, 1, natoms)
-    shape = (natoms, 1, natoms)
+    boxes_np = search_offsets(spec)  # (nbox, 3) the boxes of the supercell
+    boxes = jnp.asarray(boxes_np, coord.dtype)
+    k = [float(x) for x in spec.ncell]
+    # fractional pair vectors in supercell units, partner (in supercell box b) minus centre: (natoms, nbox, natoms)
+    u = [((fw[:, c][None, None, :] + boxes[:, c][None, :, None]) - fw[:, c][:, None, None]) / k[c] for c in range(3)]
+    u = [x - jnp.round(x) for x in u]
+    d = [u[0] * (k[0] * box[0, c]) + u[1] * (k[1] * box[1, c]) + u[2] * (k[2] * box[2, c]) for c in range(3)]
+    r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    shape = (natoms, len(boxes_np), natoms)
     cand_j = jnp.broadcast_to(jnp.arange(natoms, dtype=jnp.int32), shape)
-    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :])
+    home = np.all(boxes_np == 0, axis=-1)  # (nbox,) static
+    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
     cand_type = jnp.broadcast_to(atype[None, None, :], shape)
     valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
     return (r2, cand_j, cand_type, valid, fw, wrap), jnp.asarray(False), tuple(d)
@@ -496,8 +507,8 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
     if dispatch.use_pallas(kernels):
         from pallas_kernels.neighbor import build as build_kernel
 
-        if spec.method == "minimage":  # the kernel's brute force over the 27 images finds the same neighbours
-            spec = spec._replace(method="brute", reach=(1, 1, 1))
+        if spec.method == "minimage":  # the kernel's brute force over the images within k boxes finds them too
+            spec = spec._replace(method="brute", reach=spec.ncell, ncell=(1, 1, 1))
         nl = build_kernel(spec, coord, box, atype, interpret=dispatch.interpret_mode())
         return NeighborList(*nl)
     coord = jnp.asarray(coord)

@@ -5,7 +5,7 @@ the *unwrapped* coordinates, keeps d = r_j − r_i + n·box with |d| < rcut (i i
 padding atoms excluded), and sorts the neighbours of each type by distance. ``build`` must give, per
 centre atom and per type group: the same set of (j, n) as the reference's nearest ``sel[t]``, nearest
 first, empty slots (−1, shift 0) at the end of the group, and ``nneigh`` = the full count in reach.
-Both methods ("brute" and "cell") are checked on every geometry.
+All three methods ("brute", "cell" and "minimage") are checked on every geometry.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from jaxmd_dp.geometry.neighbor import allocate, build, candidates_per_atom, fits, search_offsets
 
-METHODS = ("brute", "cell")
+METHODS = ("brute", "cell", "minimage")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -573,10 +573,10 @@ def test_minimage_candidates_for_env_stats():
 
 
 def test_minimage_auto_choice_and_fits():
-    """``auto`` takes the minimum image where boxes are wider than 2·rcut and it examines fewer candidates than
-    the cell list (water's 192 atoms in a 12.4 Å box, rcut 6 Å), the cell list for a large box, brute force
-    for a box narrower than 2·rcut. A minimum-image spec does not fit a box that is too narrow, and asking
-    for it there is a one-line error."""
+    """``auto`` takes the minimum image where it examines fewer candidates than the cell list (water's 192
+    atoms in a 12.4 Å box, rcut 6 Å) or than brute force over the images in reach (boxes narrower than
+    2·rcut, in a supercell), the cell list for a large box. A minimum-image spec does not fit a box whose
+    supercell is narrower than 2·rcut."""
     rng = np.random.default_rng(33)
     rcut, sel = 6.0, (46, 92)
     box = np.diag([12.44, 12.44, 12.44])[None]
@@ -587,6 +587,11 @@ def test_minimage_auto_choice_and_fits():
     assert fits(spec, box * 1.05) and not fits(spec, box * 0.96)
     big = box * 2
     assert allocate(rng.uniform(0, 24.88, (1, 1536, 3)), big, rcut, sel).method == "cell"
-    assert allocate(coord, box * 0.9, rcut, sel).method == "brute"
-    with pytest.raises(ValueError, match="wider than 2·rcut"):
-        allocate(coord, box * 0.9, rcut, sel, method="minimage")
+    # narrower than 2·rcut: a supercell of 2 × 2 × 2 boxes, 8 × 192 candidates against 27 × 192 images
+    small = allocate(coord * 0.9, box * 0.9, rcut, sel)
+    assert small.method == "minimage" and small.ncell == (2, 2, 2) and candidates_per_atom(small) == 8 * 192
+    assert candidates_per_atom(allocate(coord * 0.9, box * 0.9, rcut, sel, method="brute")) == 27 * 192
+    assert fits(small, box * 0.9) and not fits(small, box * 0.45)
+    # Cu's 32 atoms in a 7.2 Å cube with rcut 8 Å: 3 × 3 × 3 boxes (864 candidates) against 81 images (2,592)
+    cu = allocate(rng.uniform(0, 7.2, (1, 32, 3)), np.diag([7.2] * 3)[None], 8.0, (512,))
+    assert cu.method == "minimage" and cu.ncell == (3, 3, 3) and candidates_per_atom(cu) == 864
