@@ -330,6 +330,20 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m
 # periodic shifts are not built as a block: the selections compute them for the kept slots only.
 
 
+def _every_atom_blocks(spec: NeighborSpec, r2, offs_np: np.ndarray, atype):
+    """(candidate index, candidate type, valid), each (natoms, noff, natoms), of searches that pair every
+    atom with every atom at each offset ("brute", "minimage"): r2 (natoms, noff, natoms) squared
+    distances, offs_np (noff, 3) the static offsets (the centre itself is excluded at offset 0)."""
+    natoms = r2.shape[0]
+    shape = r2.shape
+    cand_j = jnp.broadcast_to(jnp.arange(natoms, dtype=jnp.int32), shape)
+    home = np.all(offs_np == 0, axis=-1)  # (noff,) static
+    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
+    cand_type = jnp.broadcast_to(atype[None, None, :], shape)
+    valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
+    return cand_j, cand_type, valid
+
+
 def _build_brute(spec: NeighborSpec, coord, box, atype):
     natoms = coord.shape[0]
     if spec.pbc:
@@ -348,12 +362,7 @@ def _build_brute(spec: NeighborSpec, coord, box, atype):
     d = [(vec[:, k][None, :, None] + cw[:, k][None, None, :]) - cw[:, k][:, None, None]
          for k in range(3)]  # pair vector components, (natoms, noff, natoms) each
     r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
-    shape = (natoms, noff, natoms)
-    cand_j = jnp.broadcast_to(jnp.arange(natoms, dtype=jnp.int32), shape)
-    home = np.all(offs_np == 0, axis=-1)  # (noff,) static
-    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
-    cand_type = jnp.broadcast_to(atype[None, None, :], shape)
-    valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
+    cand_j, cand_type, valid = _every_atom_blocks(spec, r2, offs_np, atype)
     img = jnp.broadcast_to(offs[None], (natoms, noff, 3))
     return (r2, cand_j, cand_type, valid, img, wrap), jnp.asarray(False), tuple(d)
 
@@ -362,7 +371,6 @@ def _build_minimage(spec: NeighborSpec, coord, box, atype):
     """Every atom against every atom of each box of the supercell, in its nearest supercell image: blocks
     (natoms, nbox, natoms). The image is the rounded fractional difference in supercell units; the
     selections recompute it for the kept slots (:func:`_shifts`)."""
-    natoms = coord.shape[0]
     frac = coord @ jnp.linalg.inv(box)
     wrap = jnp.floor(frac)
     fw = frac - wrap  # (natoms, 3) in [0, 1)
@@ -374,12 +382,7 @@ def _build_minimage(spec: NeighborSpec, coord, box, atype):
     u = [x - jnp.round(x) for x in u]
     d = [u[0] * (k[0] * box[0, c]) + u[1] * (k[1] * box[1, c]) + u[2] * (k[2] * box[2, c]) for c in range(3)]
     r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
-    shape = (natoms, len(boxes_np), natoms)
-    cand_j = jnp.broadcast_to(jnp.arange(natoms, dtype=jnp.int32), shape)
-    home = np.all(boxes_np == 0, axis=-1)  # (nbox,) static
-    is_self = jnp.asarray(np.eye(natoms, dtype=bool)[:, None, :] & home[None, :, None])
-    cand_type = jnp.broadcast_to(atype[None, None, :], shape)
-    valid = (r2 < spec.rcut**2) & ~is_self & (cand_type >= 0) & (atype >= 0)[:, None, None]
+    cand_j, cand_type, valid = _every_atom_blocks(spec, r2, boxes_np, atype)
     return (r2, cand_j, cand_type, valid, fw, wrap), jnp.asarray(False), tuple(d)
 
 

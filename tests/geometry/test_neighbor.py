@@ -417,6 +417,19 @@ def test_cell_overflow_flag():
     assert bool(_jit_build(spec)(crowded, box, atype).cell_overflow)
 
 
+def assert_same_sections(a, b, sel):
+    """Two lists hold the same (neighbour, image) pairs in each type's section of slots, in any order."""
+    sec = np.concatenate([[0], np.cumsum(sel)])
+    for t in range(len(sel)):
+        keys = []
+        for nl in (a, b):
+            idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
+            sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
+            key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
+            keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
+        np.testing.assert_array_equal(keys[0], keys[1])
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("sel", [(40, 60), (5, 9), (100,), (12,), (30, 30, 40), (3, 4, 5)],
                          ids=["sel_ample", "sel_tight", "one_ample", "one_tight", "three_ample", "three_tight"])
@@ -439,15 +452,7 @@ def test_order_any_same_neighbours(method, sel):
         np.testing.assert_array_equal(np.asarray(anyo.shift), np.asarray(near.shift))
         return
     assert min(sel) >= 30, "an ample sel must not overflow"
-    sec = np.concatenate([[0], np.cumsum(sel)])
-    for t in range(len(sel)):  # each type's section holds the same (neighbour, image) pairs, in any order
-        keys = []
-        for nl in (anyo, near):
-            idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
-            sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
-            key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
-            keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
-        np.testing.assert_array_equal(keys[0], keys[1])
+    assert_same_sections(anyo, near, sel)
     assert not np.array_equal(np.asarray(anyo.idx), np.asarray(near.idx)), "expected a different slot order"
 
 
@@ -538,15 +543,7 @@ def test_minimage_matches_reference(sel):
     if sel == (5, 9):
         assert np.any(np.asarray(nl.nneigh) > np.asarray(sel)), "tight sel should overflow somewhere"
         return
-    sec = np.concatenate([[0], np.cumsum(sel)])
-    for t in range(len(sel)):  # the same (neighbour, image) pairs in each type's section
-        keys = []
-        for x in (anyo, nl):
-            idx = np.asarray(x.idx)[..., sec[t]:sec[t + 1]]
-            sh = np.rint(np.asarray(x.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
-            key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
-            keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
-        np.testing.assert_array_equal(keys[0], keys[1])
+    assert_same_sections(anyo, nl, sel)
 
 
 def test_minimage_candidates_for_env_stats():
