@@ -62,7 +62,6 @@ def main(argv=None) -> int:
     tr._log_step_cost = lambda *a, **k: None  # the FLOP estimate each fit logs after its first step
     raw = [real_next() for _ in range(args.replay)]
     prepared = [real_prepare(b) for b in raw]  # compiles the other shapes, fills the cache for these frames
-    tr.neighbor_cache._store_pending()
     jax.block_until_ready([a for a, _ in prepared])
     _, metrics = jax.eval_shape(real_step, tr.state, tr.stats, *prepared[0])
     keys = [k for k in metrics if k != "nneigh_max"]
@@ -93,13 +92,21 @@ def main(argv=None) -> int:
         tr.state = state
         jax.block_until_ready(state.step)
 
-    def fit_new():  # an empty cache for this round only: the other ways keep the one filled above
+    def fit_new():  # no list stored for this round only: the other ways keep the ones stored above
         filled = tr.neighbor_cache
-        tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, config.training.neighbor_cache_mb)
+        groups = [g for g in getattr(filled, "_groups", {}).values() if g is not None]
+        if groups:  # the device store (since 2026-11): its frames stay on the device, every list is built
+            flags = [g.built.copy() for g in groups]  # again (a fresh cache would time its first allocation)
+            for g in groups:
+                g.built[:] = False
+        else:
+            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, config.training.neighbor_cache_mb)
         try:
             fit_with()
         finally:
             tr.neighbor_cache = filled
+            for g, f in zip(groups, flags if groups else []):
+                g.built[:] |= f
 
     ways = {
         "bare": bare,

@@ -648,9 +648,10 @@ class TrainingConfig(_Section):
     with them tabulated on N nodes per step (DeePMD-kit's model compression, used while training; quintic
     interpolation; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 64 is a good value:
     the step's cost grows with N, the interpolation error falls as N⁻⁶.
-    neighbor_cache_mb (jaxmd_dp): host memory (MiB) for the training frames' neighbour lists, built once
-    and kept across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results), and as much again for the
-    validation frames'; 0: built in every step.
+    neighbor_cache_mb (jaxmd_dp): device memory (MiB) for the training frames and their neighbour lists,
+    the frames copied to the device once, each list built the first time its frame is drawn and kept
+    across epochs (:mod:`jaxmd_dp.train.neighbor_cache`; same results), and as much again for the
+    validation frames; 0: batches copied from the host and their lists built in every step.
     merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
     lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
     compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one

@@ -74,46 +74,49 @@ def merged_capacity(atypes: Sequence[np.ndarray], batch_sizes: Sequence[int], nt
 
 def merge_batch(batch: dict, shape: MergedShape) -> dict:
     """A sampler batch with its neighbour lists (keys :data:`~jaxmd_dp.train.step.NL_KEYS`, host or
-    device arrays) → the merged batch the step takes, on the device:
-
-    coord, force (1, atoms, 3); atype (1, atoms) int, −1 for padding; frame (1, atoms) int, each atom's
-    frame; box (frames, 3, 3) Å; energy (frames,) eV; virial (frames, 9) eV; nframes, natoms () the
-    batch's real frames and atoms per frame; nl_idx (1, atoms, nnei) int32 into the merged atoms, −1
-    empty; nl_shift (1, atoms, nnei, 3) int16 cell vectors of the atom's own frame; nl_nmax (1, ntypes);
-    find_* as in the batch."""
+    device arrays) → the merged batch the step takes, on the device (:func:`merge_arrays`), with the
+    batch's find_* flags."""
     arrays = {k: batch[k] for k in ("coord", "box", "atype", "energy", "force", "virial") + NL_KEYS}
     out = _merger(shape)(arrays)
     out.update({k: batch[k] for k in ("find_energy", "find_force", "find_virial")})
     return out
 
 
+def merge_arrays(b: dict, shape: MergedShape) -> dict:
+    """A batch's arrays → the merged arrays the step takes (traceable; the body of a jitted merge):
+
+    b: coord, force (nb, n, 3); atype (n,) or (nb, n) int; box (nb, 3, 3) Å; energy (nb,) eV; virial
+    (nb, 9) eV; nl_idx (nb, n, nnei) int; nl_shift (nb, n, nnei, 3) int; nl_nmax (nb, ntypes).
+    Returns coord, force (1, atoms, 3); atype (1, atoms) int, −1 for padding; frame (1, atoms) int, each
+    atom's frame; box (frames, 3, 3) Å; energy (frames,) eV; virial (frames, 9) eV; nframes, natoms ()
+    the batch's real frames and atoms per frame; nl_idx (1, atoms, nnei) int32 into the merged atoms, −1
+    empty; nl_shift (1, atoms, nnei, 3) int16 cell vectors of the atom's own frame; nl_nmax (1, ntypes)."""
+    nb, n = b["coord"].shape[:2]
+    pad_atoms, pad_frames = shape.atoms - nb * n, shape.frames - nb
+    if pad_atoms < 0 or pad_frames < 0:
+        raise ValueError(f"a batch of {nb} × {n} atoms does not fit the merged shape {shape}")
+
+    def atoms(x, fill=0):  # (nb, n, ...) → (1, atoms, ...)
+        x = x.reshape((nb * n,) + x.shape[2:])
+        return jnp.pad(x, [(0, pad_atoms)] + [(0, 0)] * (x.ndim - 1), constant_values=fill)[None]
+
+    def frames(x):  # (nb, ...) → (frames, ...)
+        return jnp.pad(x, [(0, pad_frames)] + [(0, 0)] * (x.ndim - 1))
+
+    idx = b["nl_idx"].astype(jnp.int32)
+    idx = jnp.where(idx >= 0, idx + n * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1)
+    return {
+        "coord": atoms(b["coord"]), "force": atoms(b["force"]),
+        "atype": atoms(jnp.broadcast_to(b["atype"], (nb, n)), -1),
+        "frame": atoms(jnp.broadcast_to(jnp.arange(nb, dtype=jnp.int32)[:, None], (nb, n))),
+        "box": frames(b["box"]), "energy": frames(b["energy"]), "virial": frames(b["virial"]),
+        "nframes": jnp.asarray(nb, b["energy"].dtype), "natoms": jnp.asarray(n, b["energy"].dtype),
+        "nl_idx": atoms(idx, -1), "nl_shift": atoms(b["nl_shift"].astype(jnp.int16)),
+        "nl_nmax": jnp.max(b["nl_nmax"], axis=0, keepdims=True),
+    }
+
+
 @functools.lru_cache(maxsize=16)
 def _merger(shape: MergedShape):
     """Jitted merge into ``shape`` (compiled once per input batch shape: a few gathers and pads)."""
-
-    def merge(b):
-        nb, n = b["coord"].shape[:2]
-        pad_atoms, pad_frames = shape.atoms - nb * n, shape.frames - nb
-        if pad_atoms < 0 or pad_frames < 0:
-            raise ValueError(f"a batch of {nb} × {n} atoms does not fit the merged shape {shape}")
-
-        def atoms(x, fill=0):  # (nb, n, ...) → (1, atoms, ...)
-            x = x.reshape((nb * n,) + x.shape[2:])
-            return jnp.pad(x, [(0, pad_atoms)] + [(0, 0)] * (x.ndim - 1), constant_values=fill)[None]
-
-        def frames(x):  # (nb, ...) → (frames, ...)
-            return jnp.pad(x, [(0, pad_frames)] + [(0, 0)] * (x.ndim - 1))
-
-        idx = b["nl_idx"].astype(jnp.int32)
-        idx = jnp.where(idx >= 0, idx + n * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1)
-        return {
-            "coord": atoms(b["coord"]), "force": atoms(b["force"]),
-            "atype": atoms(jnp.broadcast_to(b["atype"], (nb, n)), -1),
-            "frame": atoms(jnp.broadcast_to(jnp.arange(nb, dtype=jnp.int32)[:, None], (nb, n))),
-            "box": frames(b["box"]), "energy": frames(b["energy"]), "virial": frames(b["virial"]),
-            "nframes": jnp.asarray(nb, b["energy"].dtype), "natoms": jnp.asarray(n, b["energy"].dtype),
-            "nl_idx": atoms(idx, -1), "nl_shift": atoms(b["nl_shift"].astype(jnp.int16)),
-            "nl_nmax": jnp.max(b["nl_nmax"], axis=0, keepdims=True),
-        }
-
-    return jax.jit(merge)
+    return jax.jit(functools.partial(merge_arrays, shape=shape))

@@ -1,17 +1,27 @@
-"""Neighbour lists of the training (and validation) frames, built once and kept across epochs.
+"""The training frames and their neighbour lists, kept on the device across epochs.
 
 A frame's neighbour list depends on its coordinates, box and types only, never on the weights, so the
-training step need not rebuild it every epoch (it was ~8 % of a water step on the CPU). The first time a
-frame is drawn its list is built by the same function the step would use (:func:`neighbor.build`, order
-"any"), stored on the host, and from then on passed to the step with the batch: the step then skips the
-build, with the same numbers.
+training step need not rebuild it every epoch (it was ~8 % of a water step on the CPU). The cache keeps
+the frames of the systems of each atom count on the device (coordinates, box, types, labels: systems end
+to end, a :class:`_Group`), beside the lists of the frames drawn so far. The lists of frames drawn for
+the first time are built with the step's own builder (:func:`neighbor.build`, order "any") and stored
+by one jitted call on the device. A batch then reaches the step as its frames' row numbers in the store,
+and the step gathers them itself (:func:`jaxmd_dp.train.step.take_rows`); where the step takes merged
+batches, one jitted call gathers and merges them (:func:`jaxmd_dp.train.merge.merge_arrays`; the
+merged step would otherwise compile once per group). Only row numbers travel from the host, and nothing
+waits for the device. The step skips the build, with the same numbers.
+
+Why on the device: on a GPU the host's share of a batch (copying its arrays and lists, merging them)
+took longer than the step itself (H200, Cu float32 table 64: 0.55 ms per bare step, 2.8 ms per step in
+the training loop with the lists kept on the host; 1.9 ms with the frames and lists on the device).
 
 Stored per slot: the neighbour index (int16 when the system has fewer than 32,768 atoms, else int32)
 and its periodic image (int16 cell-vector counts), 8 bytes per slot: 55 MB for water's 320 training
-frames of 192 atoms × 112 slots. ``training.neighbor_cache_mb`` bounds the memory; a system that does not
-fit is not stored, and its frames' lists are built for each batch (outside the step, same numbers).
-The trainer keeps one cache for the training systems and one, with the same budget, for the validation
-systems (their eval step then skips the build as well).
+frames of 192 atoms × 112 slots, plus the frames (~60 bytes per atom). ``training.neighbor_cache_mb``
+bounds the memory; a group of systems that does not fit is not stored: its batches are copied from the
+host and their lists built for each batch (outside the step, same numbers). The trainer keeps one cache
+for the training systems and one, with the same budget, for the validation systems (their eval step
+then skips the build as well).
 """
 
 from __future__ import annotations
@@ -22,58 +32,119 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.train.merge import merge_arrays, merge_batch
 from jaxmd_dp.train.step import NL_KEYS
+
+FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")
+FIND_KEYS = ("find_energy", "find_force", "find_virial")
+
+
+def _build(spec: neighbor.NeighborSpec, kernels: str | None, coord, box, atype):
+    """(idx (nb, natoms, nnei) int32, shift (nb, natoms, nnei, 3) int16 cell vectors, nmax (nb, ntypes)
+    int32 most neighbours of each type of an atom in each frame) — the training step's own build, in
+    the dtypes the step takes. coord (nb, natoms, 3) Å, box (nb, 3, 3) Å, atype (natoms,)."""
+    nl = neighbor.build(spec, coord, box if spec.pbc else None, atype, kernels, order="any")
+    return nl.idx, nl.shift.astype(jnp.int16), jnp.max(nl.nneigh, axis=1)
 
 
 @functools.lru_cache(maxsize=64)
 def _builder(spec: neighbor.NeighborSpec, kernels: str | None):
-    """Jitted (coord (nb, natoms, 3), box (nb, 3, 3), atype (natoms,)) → (idx (nb, natoms, nnei) int32,
-    shift (nb, natoms, nnei, 3) int16 cell vectors, nmax (nb, ntypes) int32 most neighbours of each type
-    of an atom in each frame) — the training step's own build, in the dtypes the step takes."""
-
-    def build(coord, box, atype):
-        nl = neighbor.build(spec, coord, box if spec.pbc else None, atype, kernels, order="any")
-        return nl.idx, nl.shift.astype(jnp.int16), jnp.max(nl.nneigh, axis=1)
-
-    return jax.jit(build)
+    """:func:`_build`, jitted (the lists of a batch whose frames are not on the device)."""
+    return jax.jit(functools.partial(_build, spec, kernels))
 
 
-class _Store:
-    """One system's lists, frame by frame: ``lists[f]`` = (idx (natoms, nnei) int16/int32, shift
-    (natoms, nnei, 3) int16, nmax (ntypes,) int32) once frame f is built.
+@functools.lru_cache(maxsize=64)
+def _storer(spec: neighbor.NeighborSpec, kernels: str | None):
+    """Jitted (data, lists, rows) → lists with the lists of a :class:`_Group`'s frames ``rows`` (nb,) built
+    and stored (``lists`` donated: updated in place)."""
 
-    One small array per frame rather than one (nframes, ...) block per system: frames arrive in random
-    order, and a block's first write to each part of it faults in fresh memory (numpy asks for huge pages
-    on large arrays: 2 MiB zeroed per fault), which took 1–3 ms per new frame on a Cu batch of 84 kB."""
+    def store(data, lists, rows):
+        new = _build(spec, kernels, data["coord"][rows], data["box"][rows], data["atype"][rows[0]])
+        return tuple(a.at[rows].set(x.astype(a.dtype)) for a, x in zip(lists, new))
 
-    def __init__(self, natoms: int):
-        self.dtype = np.int16 if natoms < 2**15 else np.int32
-        self.lists: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    return jax.jit(store, donate_argnums=1)
 
-    def has(self, frames) -> bool:
-        return all(int(f) in self.lists for f in frames)
 
-    def get(self, frames):
-        """(idx (nb, natoms, nnei) int32, shift (nb, natoms, nnei, 3) int16, nmax (nb, ntypes) int32)."""
-        parts = [self.lists[int(f)] for f in frames]
-        return tuple(np.stack(a) for a in zip(*parts))
+@functools.lru_cache(maxsize=64)
+def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, build: bool):
+    """Jitted (data, lists, rows) → a merged batch on the device (merged into ``shape``, a
+    :class:`~jaxmd_dp.train.merge.MergedShape`) from a :class:`_Group`'s frames ``rows`` (nb,) with their
+    lists. ``build``: build the rows' lists and return (lists with them stored, batch); ``lists`` is
+    donated. Else the stored lists are read and the batch alone returned."""
 
-    def put(self, frames, idx, shift, nmax) -> None:
-        for k, f in enumerate(frames):
-            self.lists[int(f)] = (idx[k].astype(self.dtype), np.array(shift[k], np.int16), np.array(nmax[k], np.int32))
+    def gather(data, lists, rows):
+        b = {k: v[rows] for k, v in data.items()}
+        b["atype"] = b["atype"][0]  # a batch's frames are one system's
+        if build:
+            new = _build(spec, kernels, b["coord"], b["box"], b["atype"])
+            lists = tuple(a.at[rows].set(x.astype(a.dtype)) for a, x in zip(lists, new))
+        else:
+            new = tuple(a[rows] for a in lists)
+        out = merge_arrays({**b, **dict(zip(NL_KEYS, new))}, shape)
+        return (lists, out) if build else out
+
+    return jax.jit(gather, donate_argnums=1 if build else ())
+
+
+class _Group:
+    """The frames of the cache's systems of one atom count and periodicity on the device, systems end
+    to end (F frames in all), and their neighbour lists as built so far.
+
+    data: coord (F, natoms, 3) Å; box (F, 3, 3) Å (zeros when not periodic); atype (F, natoms) int32;
+    energy (F,) eV; force (F, natoms, 3) eV/Å; virial (F, 9) eV (zeros where a system has no labels).
+    lists: idx (F, natoms, nnei) int16 (int32 from 32,768 atoms), shift (F, natoms, nnei, 3) int16,
+    nmax (F, ntypes) int32; a row's lists are valid once ``built[row]``. ``first[s]``: the row of
+    system s's frame 0."""
+
+    def __init__(self, systems: dict, nnei: int, ntypes: int):
+        batches = [make_batch(s, np.arange(s.nframes)) for s in systems.values()]
+        atype = [np.broadcast_to(b["atype"], b["coord"].shape[:2]) for b in batches]
+        host = {k: np.concatenate([b[k] for b in batches]) for k in FRAME_KEYS if k != "atype"}
+        host["atype"] = np.concatenate(atype).astype(np.int32)
+        self.data = jax.device_put(host)
+        rows, natoms = host["coord"].shape[:2]
+        itype = np.int16 if natoms < 2**15 else np.int32
+        self.lists = jax.device_put((np.zeros((rows, natoms, nnei), itype), np.zeros((rows, natoms, nnei, 3), np.int16),
+                                     np.zeros((rows, ntypes), np.int32)))
+        self.built = np.zeros(rows, bool)
+        self.first = dict(zip(systems, np.cumsum([0] + [s.nframes for s in systems.values()])[:-1].tolist()))
 
     @staticmethod
-    def nbytes(nframes: int, natoms: int, nnei: int, ntypes: int) -> int:
-        return nframes * (natoms * nnei * ((2 if natoms < 2**15 else 4) + 6) + 4 * ntypes + 1)
+    def nbytes(systems, nnei: int, ntypes: int) -> int:
+        """Device bytes of the group's frames and lists."""
+        frames = sum(s.nframes for s in systems)
+        natoms = systems[0].natoms
+        per_frame = natoms * (6 * 8 + 4) + 19 * 8 + natoms * nnei * ((2 if natoms < 2**15 else 4) + 6) + 4 * ntypes
+        return frames * per_frame
+
+
+class StoreRef:
+    """A :class:`_Group`'s frames and lists as they are when read: a pytree whose leaves are the group's
+    current device arrays (a dict: FRAME_KEYS and NL_KEYS). A batch holds this rather than the arrays,
+    because the store's lists are updated in place (donated) whenever new frames are drawn: a batch
+    prepared before then still reads its rows' lists, unchanged, from the arrays current at its step."""
+
+    def __init__(self, group: _Group):
+        self._group = group
+
+    def arrays(self) -> dict:
+        return {**self._group.data, **dict(zip(NL_KEYS, self._group.lists))}
+
+    def items(self):
+        return self.arrays().items()
+
+
+jax.tree_util.register_pytree_node(StoreRef, lambda ref: ((ref.arrays(),), None), lambda _, children: children[0])
 
 
 class NeighborCache:
-    """The training frames' neighbour lists, filled as frames are drawn.
+    """The training frames and their neighbour lists on the device, filled as frames are drawn.
 
     systems: the training systems (``DataSampler.systems`` order: a batch's ``sys_index`` indexes it);
-    ntypes: the model's types; budget_mb: host memory for the stored lists (MiB; 0 stores nothing, the
-    step then builds every list itself, see :meth:`enabled`).
+    ntypes: the model's types; budget_mb: device memory for the stored frames and lists (MiB; 0 stores
+    nothing, the step then builds every list itself, see :meth:`enabled`).
     """
 
     def __init__(self, systems, ntypes: int, budget_mb: int):
@@ -81,63 +152,86 @@ class NeighborCache:
         self.ntypes = int(ntypes)
         self.budget = int(budget_mb) * 2**20
         self.used = 0
-        self._stores: dict[int, _Store | None] = {}  # None: the system did not fit in the budget
-        self._pending: list = []  # (store, frames, device lists) built for the last batch, not yet stored
+        self._groups: dict[tuple[int, bool], _Group | None] = {}  # None: the group did not fit the budget
 
     @property
     def enabled(self) -> bool:
         return self.budget > 0
 
-    def attach(self, batch: dict, layout, always: bool = False) -> dict:
+    def attach(self, batch: dict, layout, always: bool = False, merge=None) -> dict:
         """``batch`` with its frames' neighbour lists added (keys :data:`NL_KEYS`, arrays with the
         batch's leading axes: (nb, ...) for a sampler batch, (nworkers, nb, ...) for stacked workers'
         batches). ``batch["frames"]``: the frames' indices in their system; layout: the batch's
         :class:`~jaxmd_dp.train.step.BatchLayout`.
 
-        A list not yet stored is built on the device and passed on as a device array, without waiting
-        for it (the step is queued behind it); it is copied into the store at the next call, by which
-        time it is ready, so a batch of new frames costs no host round-trip. Not :attr:`enabled`: the
-        batch as it is (the step builds its lists), or with lists built and not kept if ``always``
-        (merged batches, :mod:`jaxmd_dp.train.merge`, always carry their lists)."""
-        if not self.enabled and not always:
+        A sampler batch of a stored system comes back without its host arrays (:data:`FRAME_KEYS`): as
+        its rows of the store, keys ``store`` (the group's frames and lists, device arrays with a leading
+        frame axis, as a :class:`StoreRef`) and ``rows`` (nb,) int32, which the step reads itself
+        (:func:`~jaxmd_dp.train.step.take_rows`); or, with ``merge`` (a
+        :class:`~jaxmd_dp.train.merge.MergedShape`), as the merged arrays the step takes, gathered and
+        merged on the device by one jitted call. Lists not yet stored are built and stored first, on the
+        device (one call); nothing waits for the device.
+        Not :attr:`enabled`: the batch as it is (the step builds its lists), or with lists built and
+        not kept if ``always`` or ``merge`` (merged batches, :mod:`jaxmd_dp.train.merge`, always carry
+        their lists)."""
+        if not self.enabled and not (always or merge is not None):
             return batch
-        self._store_pending()
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
             parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
                      for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))]
-            lists = [np.stack(a) for a in zip(*parts)]
+            return {**batch, **{k: jnp.stack(a) for k, a in zip(NL_KEYS, zip(*parts))}}
+        group = self._group(int(batch["sys_index"]), layout) if self.enabled else None
+        if group is None:  # not stored: the host's arrays, lists built for this batch
+            lists = _builder(layout.spec, _kernels(layout))(batch["coord"], batch["box"], batch["atype"])
+            batch = {**batch, **dict(zip(NL_KEYS, lists))}
+            return batch if merge is None else merge_batch(batch, merge)
+        rows = self._rows(group, int(batch["sys_index"]), batch["frames"])
+        if merge is None:  # the step takes the batch's rows of the store (step.take_rows)
+            self._store(group, rows, layout)
+            return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group), "rows": rows}
+        build = not group.built[rows].all()
+        fn = _merged_gatherer(layout.spec, _kernels(layout), merge, build)
+        if build:
+            group.lists, out = fn(group.data, group.lists, rows)
+            group.built[rows] = True
         else:
-            lists = self._lists(batch["sys_index"], batch["frames"], batch["coord"], batch["box"], batch["atype"],
-                                layout)
-        return {**batch, **dict(zip(NL_KEYS, lists))}
+            out = fn(group.data, group.lists, rows)
+        # the find_* flags stay the batch's Python floats (weakly typed: a float32 loss stays float32)
+        return {**out, **{k: batch[k] for k in FIND_KEYS}}
 
     def _lists(self, sys_index: int, frames, coord, box, atype, layout):
-        frames = np.asarray(frames)
-        store = self._store(int(sys_index), layout) if self.enabled else None
-        if store is not None and store.has(frames):
-            idx, shift, nmax = store.get(frames)
-            return idx.astype(np.int32), shift, nmax
-        lists = _builder(layout.spec, _kernels(layout))(coord, box, atype)
-        if store is not None:
-            for a in lists:
-                a.copy_to_host_async()
-            self._pending.append((store, frames, lists))
-        return lists
+        """One worker's part of a stacked batch: its lists (idx, shift, nmax), from the store or built."""
+        group = self._group(int(sys_index), layout) if self.enabled else None
+        if group is None:
+            return _builder(layout.spec, _kernels(layout))(coord, box, atype)
+        rows = self._rows(group, int(sys_index), frames)
+        self._store(group, rows, layout)
+        idx, shift, nmax = (a[rows] for a in group.lists)
+        return idx.astype(jnp.int32), shift, nmax
 
-    def _store_pending(self) -> None:
-        for store, frames, (idx, shift, nmax) in self._pending:
-            store.put(frames, np.asarray(idx), np.asarray(shift), np.asarray(nmax))
-        self._pending.clear()
+    @staticmethod
+    def _rows(group, sys_index: int, frames) -> np.ndarray:
+        """The rows (nb,) int32 of system ``sys_index``'s ``frames`` in its group's store."""
+        return (group.first[sys_index] + np.asarray(frames, np.int64)).astype(np.int32)
 
-    def _store(self, sys_index: int, layout) -> _Store | None:
-        if sys_index not in self._stores:
-            s = self.systems[sys_index]
-            shape = (s.nframes, s.natoms, sum(layout.spec.sel), self.ntypes)
-            size = _Store.nbytes(*shape)
+    @staticmethod
+    def _store(group, rows: np.ndarray, layout) -> None:
+        """Build and store the lists of the rows not yet built (all the batch's rows, in one call)."""
+        if not group.built[rows].all():
+            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows)
+            group.built[rows] = True
+
+    def _group(self, sys_index: int, layout) -> _Group | None:
+        s = self.systems[sys_index]
+        key = (s.natoms, bool(s.pbc))
+        if key not in self._groups:
+            members = {i: t for i, t in enumerate(self.systems) if (t.natoms, bool(t.pbc)) == key}
+            nnei = sum(layout.spec.sel)
+            size = _Group.nbytes(list(members.values()), nnei, self.ntypes)
             fits = self.used + size <= self.budget
-            self._stores[sys_index] = _Store(s.natoms) if fits else None
+            self._groups[key] = _Group(members, nnei, self.ntypes) if fits else None
             self.used += size if fits else 0
-        return self._stores[sys_index]
+        return self._groups[key]
 
 
 def _kernels(layout) -> str | None:

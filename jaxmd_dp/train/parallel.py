@@ -215,7 +215,8 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
     replicated, by_worker = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
 
     def placed(state, stats, batch, layout):
-        batch = {k: np.asarray(v) for k, v in device_batch(batch).items()}
+        local = jax.process_count() == 1  # device arrays (the neighbour cache's lists) are resharded on the devices
+        batch = {k: v if local and isinstance(v, jax.Array) else np.asarray(v) for k, v in device_batch(batch).items()}
         return _place(state, replicated), _place(stats, replicated), _place(batch, by_worker), layout
 
     def train_step(state, stats, batch, layout):

@@ -22,6 +22,7 @@ from jaxmd_dp.train.schedule import ExpDecay
 
 BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
 NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax")  # a batch's neighbour lists, when built outside the step
+STORE_KEYS = ("store", "rows")  # a batch given as rows of the frames kept on the device (take_rows)
 
 
 class BatchLayout(NamedTuple):
@@ -84,8 +85,28 @@ def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weigh
 
 def device_batch(batch: dict) -> dict:
     """The arrays of a sampler batch that the step reads (drops python metadata), with its neighbour
-    lists when it carries them (:mod:`jaxmd_dp.train.neighbor_cache`)."""
-    return {k: batch[k] for k in BATCH_KEYS + NL_KEYS if k in batch}
+    lists when it carries them, or its rows of the device store instead of its frames
+    (:mod:`jaxmd_dp.train.neighbor_cache`)."""
+    return {k: batch[k] for k in BATCH_KEYS + NL_KEYS + STORE_KEYS if k in batch}
+
+
+def take_rows(batch: dict) -> dict:
+    """A batch given as rows of the frames kept on the device → the batch's arrays (traced in the step,
+    so that a stored batch costs the host one small copy and no program of its own).
+
+    batch: ``store``, a dict (or :class:`~jaxmd_dp.train.neighbor_cache.StoreRef`) of arrays with a
+    leading frame axis F (coord (F, natoms, 3) Å, box (F, 3, 3) Å, atype (F, natoms) int, energy (F,)
+    eV, force (F, natoms, 3) eV/Å, virial (F, 9) eV; nl_idx (F, natoms, nnei) int16/int32, nl_shift
+    (F, natoms, nnei, 3) int16, nl_nmax (F, ntypes) int32); ``rows`` (nb,) int32, the batch's frames
+    (one system's); find_* flags. Returns the sampler batch's keys (atype (natoms,), nl_idx int32) with
+    the lists; anything else in ``batch`` is kept."""
+    store = dict(batch["store"].items())
+    rows = batch["rows"]
+    out = {k: v for k, v in batch.items() if k not in STORE_KEYS}
+    out.update({k: v[rows] for k, v in store.items()})
+    out["atype"] = out["atype"][0]
+    out["nl_idx"] = out["nl_idx"].astype(jnp.int32)
+    return out
 
 
 def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout,
@@ -95,6 +116,8 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     The neighbour lists are built here unless the batch carries them (``nl_idx`` (nb, natoms, nnei) int,
     ``nl_shift`` (nb, natoms, nnei, 3) int cell vectors, ``nl_nmax`` (nb, ntypes) int: the same lists,
     built outside the step and kept across epochs by :mod:`jaxmd_dp.train.neighbor_cache`)."""
+    if "rows" in batch:  # the frames kept on the device (train.neighbor_cache)
+        batch = take_rows(batch)
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
     kernels = None if layout.kernels == "auto" else layout.kernels

@@ -1,6 +1,8 @@
-"""The training frames' neighbour lists kept across epochs (training.neighbor_cache_mb): the stored lists
-are the step's own, a second draw of a frame is served from the store, the memory budget is kept, and a
-training step fed the stored lists computes what the step that builds them computes."""
+"""The training frames and their neighbour lists kept on the device across epochs
+(training.neighbor_cache_mb): the stored frames and lists are the sampler's and the step's own, a second
+draw of a frame is served from the store, systems of one atom count share a store, the memory budget is
+kept, merged batches are the host merge's, and a training step fed the stored lists computes what the
+step that builds them computes."""
 
 import jax
 import numpy as np
@@ -11,9 +13,10 @@ from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.data.system import load_system
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.train import Trainer
-from jaxmd_dp.train.neighbor_cache import NeighborCache
+from jaxmd_dp.train.merge import MergedShape, merge_batch
+from jaxmd_dp.train.neighbor_cache import FIND_KEYS, FRAME_KEYS, NeighborCache
 from jaxmd_dp.train.parallel import stack_batches
-from jaxmd_dp.train.step import BatchLayout, device_batch
+from jaxmd_dp.train.step import NL_KEYS, BatchLayout, device_batch, take_rows
 from shared_paths import require
 from tiny import tiny_cu_dict
 
@@ -23,9 +26,13 @@ RCUT = 4.5
 
 @pytest.fixture(scope="module")
 def cu():
-    system = load_system(require("cu_asc22") / "iter.000000/02.fp/data.000", ["Cu"])
-    spec = neighbor.allocate(system.coord, system.box, RCUT, SEL)
-    return system, BatchLayout(spec, (system.natoms,), "jnp")
+    """Two 32-atom Cu systems (300 and 1,000 frames) and the layout of their shape."""
+    root = require("cu_asc22")
+    systems = [load_system(root / "iter.000000/02.fp/data.000", ["Cu"]),
+               load_system(root / "cu.fcc.02x02x02/02.md/sys-0032/deepmd", ["Cu"])]
+    box = np.concatenate([s.box for s in systems])
+    spec = neighbor.allocate(np.concatenate([s.coord for s in systems]), box, RCUT, SEL)
+    return systems, BatchLayout(spec, (32,), "jnp")
 
 
 def built(layout, batch):
@@ -33,40 +40,89 @@ def built(layout, batch):
     return np.asarray(nl.idx), np.asarray(nl.shift), np.asarray(nl.nneigh).max(axis=1)
 
 
-def test_lists_are_the_steps_own_and_second_draw_is_stored(cu):
-    system, layout = cu
-    cache = NeighborCache([system], 1, 64)
-    first = cache.attach(make_batch(system, np.array([3, 7])), layout)
-    idx, shift, nmax = built(layout, make_batch(system, np.array([3, 7])))
+def aval(x):
+    """Shape, dtype and weak type: what the jitted step compiles for (a Python float is weakly typed)."""
+    return jax.eval_shape(lambda y: y, x)
+
+
+def taken(got: dict) -> dict:
+    """The arrays the step reads from a batch given as its rows of the store: only the rows come from
+    the host, the frames and lists are the store's device arrays."""
+    assert set(FRAME_KEYS).isdisjoint(got) and got["rows"].dtype == np.int32
+    assert all(isinstance(x, jax.Array) for _, x in got["store"].items())
+    return take_rows(device_batch(got))
+
+
+def assert_batch(got: dict, system, frames, layout):
+    """got holds the sampler's frames ``frames`` of ``system`` and the step's own lists for them, as the
+    step would compile for the sampler's batch."""
+    want = make_batch(system, np.asarray(frames))
+    for k in FRAME_KEYS + FIND_KEYS:
+        np.testing.assert_array_equal(np.asarray(got[k]), want[k], err_msg=k)
+        assert aval(got[k]) == aval(want[k]), k
+    for k, w in zip(NL_KEYS, built(layout, want)):
+        np.testing.assert_array_equal(np.asarray(got[k]), w, err_msg=k)
+    assert [got[k].dtype for k in NL_KEYS] == [np.int32, np.int16, np.int32]
+
+
+def test_frames_and_lists_are_the_samplers_and_steps_own(cu):
+    (system, other), layout = cu
+    cache = NeighborCache([system, other], 1, 64)
+    first = taken(cache.attach(make_batch(system, np.array([3, 7])), layout))
+    assert_batch(first, system, [3, 7], layout)
+    idx, shift, _ = built(layout, make_batch(system, np.array([3, 7])))
     assert (idx >= 0).sum() > 0 and np.abs(shift).max() >= 1  # real neighbours, periodic images among them
-    np.testing.assert_array_equal(first["nl_idx"], idx)
-    np.testing.assert_array_equal(first["nl_shift"], shift)
-    np.testing.assert_array_equal(first["nl_nmax"], nmax)
-    assert [first[k].dtype for k in ("nl_idx", "nl_shift", "nl_nmax")] == [np.int32, np.int16, np.int32]
-    store = cache._stores[0]
-    assert len(store.lists) == 0  # built on the device, passed on without waiting; stored at the next call
-    assert cache.used == system.nframes * system.natoms * sum(SEL) * 8 + system.nframes * 5
+    group = cache._groups[(32, True)]
+    assert sorted(np.flatnonzero(group.built)) == [3, 7]  # stored at once: the same call built them
+    assert group.first == {0: 0, 1: 300}  # both systems of 32 atoms in one store, end to end
+    assert cache.used == sum(x.nbytes for x in jax.tree_util.tree_leaves((group.data, group.lists)))
+    cache.attach(make_batch(other, np.array([0, 999]), 1), layout)  # another system's rows, then more of the first's
     cache.attach(make_batch(system, np.array([5])), layout)
-    assert sorted(store.lists) == [3, 7]
-    again = cache.attach(make_batch(system, np.array([7, 3])), layout)  # both from the store
-    assert sorted(store.lists) == [3, 5, 7] and isinstance(again["nl_idx"], np.ndarray)
-    np.testing.assert_array_equal(again["nl_idx"], idx[::-1])
-    np.testing.assert_array_equal(again["nl_shift"], shift[::-1])
-    np.testing.assert_array_equal(again["nl_nmax"], nmax[::-1])
-    assert again["nl_idx"].dtype == np.int32
+    assert sorted(np.flatnonzero(group.built)) == [3, 5, 7, 300, 1299]
+    again = taken(cache.attach(make_batch(system, np.array([7, 3])), layout))  # both from the store
+    assert_batch(again, system, [7, 3], layout)
+    assert_batch(taken(cache.attach(make_batch(other, np.array([999]), 1), layout)), other, [999], layout)
+
+
+def test_batch_prepared_earlier_reads_the_current_store(cu):
+    """Storing new lists updates the store in place (its old arrays donated); a batch prepared before
+    then reads its rows from the arrays current when it is used, so it stays valid, with its numbers."""
+    (system, _), layout = cu
+    cache = NeighborCache([system], 1, 64)
+    early = cache.attach(make_batch(system, np.array([4])), layout)
+    old = jax.tree_util.tree_leaves(early["store"])
+    cache.attach(make_batch(system, np.array([8, 9])), layout)  # new frames: the lists stored in place
+    assert any(x.is_deleted() for x in old)
+    assert_batch(taken(early), system, [4], layout)
+    assert_batch(jax.jit(take_rows)(device_batch(early)), system, [4], layout)
+
+
+def test_merged_batch_is_the_host_merge(cu):
+    (system, other), layout = cu
+    cache = NeighborCache([system, other], 1, 64)
+    shape = MergedShape(atoms=100, frames=4)
+    host = make_batch(other, np.array([11, 4, 2]), 1)
+    want = merge_batch({**host, **dict(zip(NL_KEYS, built(layout, host)))}, shape)
+    for _ in range(2):  # built in the call, then from the store
+        got = cache.attach(host, layout, merge=shape)
+        assert sorted(got) == sorted(want)
+        for k in want:
+            np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), err_msg=k)
+            assert aval(got[k]) == aval(want[k]), k
 
 
 def test_budget_too_small_builds_every_time(cu):
-    system, layout = cu
+    (system, other), layout = cu
     assert not NeighborCache([system], 1, 0).enabled
-    cache = NeighborCache([system], 1, 1)  # 1 MiB < the system's 3.7 MB of lists
+    cache = NeighborCache([system, other], 1, 1)  # 1 MiB < the systems' 17 MB of lists
     got = cache.attach(make_batch(system, np.array([5])), layout)
-    assert cache._stores[0] is None and cache.used == 0
-    np.testing.assert_array_equal(got["nl_idx"], built(layout, make_batch(system, np.array([5])))[0])
+    assert cache._groups[(32, True)] is None and cache.used == 0
+    assert isinstance(got["coord"], np.ndarray)  # the host's frames
+    assert_batch(got, system, [5], layout)
 
 
 def test_stacked_workers_batches(cu):
-    system, layout = cu
+    (system, _), layout = cu
     cache = NeighborCache([system], 1, 64)
     batch = cache.attach(stack_batches([make_batch(system, np.array([0])), make_batch(system, np.array([9]))]), layout)
     assert batch["nl_idx"].shape == (2, 1, system.natoms, sum(SEL))
@@ -80,8 +136,8 @@ def test_step_with_stored_lists_computes_the_same():
     assert trainer.neighbor_cache.enabled  # on by default
     batch = trainer.batches.next()
     layout = trainer.layout_for(batch)
-    trainer.neighbor_cache.attach(batch, layout)  # builds them; stored at the next call
-    stored = trainer.neighbor_cache.attach(batch, layout)  # served from it
+    trainer.neighbor_cache.attach(batch, layout)  # builds and stores them
+    stored = trainer.neighbor_cache.attach(batch, layout)  # served from the store
     copy = lambda: jax.tree_util.tree_map(lambda x: x.copy(), trainer.state)  # noqa: E731 (the step donates)
     plain_state, plain = trainer.train_step(copy(), trainer.stats, device_batch(batch), layout)
     cached_state, cached = trainer.train_step(copy(), trainer.stats, device_batch(stored), layout)
