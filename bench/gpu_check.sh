@@ -4,14 +4,14 @@
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
 #     script installs a CPU build), exact nets and table 64, both precisions;
 #  3. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled);
-#  4. where the loop's time goes around the step, Cu float32 and Al-Cu-Mg float64 with table 64
+#  4. where the loop's time goes around the step, Cu float32, Al-Cu-Mg float64 and water float32 with table 64
 #     (bench/loop_overhead.py: the bare step, fit with prepared batches, with cached lists, with new
 #     frames, and with a step that does nothing: the loop's floor);
 #  5. the kernels' own timings (bench/gpu_kernels.py);
 #  6. a profile of steps 4-8 of the Cu float32 loop (train --profile; OUTDIR/prof_copper.tgz, for
 #     TensorBoard or Perfetto): where the host leaves the GPU idle;
-#  7. the first step's compile, Cu float32 and float64, with XLA's GEMM autotuning on and off
-#     (--xla_gpu_autotune_level=0): does autotuning make float32 compiles twice float64's (session 23)?
+#  7. the first step's compile, Cu float64, with XLA's GEMM autotuning on and off
+#     (--xla_gpu_autotune_level=0; session 26 found float32's 14.4 s fall to 6.8 s without it)
 # Eight files in OUTDIR (a device tool may bring back only a few).
 # Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
 # that part is gone.
@@ -24,7 +24,7 @@
 # take ~12 minutes on an H200 (an estimate from session 23's timings), over one device call's 10: run
 # them in two calls, each within 10 minutes even where every part runs to its limit:
 #   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (~7 minutes; limits 500 s)
-#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (~5 minutes; limits 575 s)
+#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (~5 minutes; limits 555 s)
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -35,7 +35,7 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD${P
 runs=$(mktemp -d)
 mkdir -p "$runs/in"  # the inputs of parts 3, 4, 6 and 7, as bench/train_speed.py writes them
 $PY -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; import train_speed as t
-for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'float64')):
+for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'float64'), ('water', 'float32')):
     t.write_input(name, $STEPS, 50, prec, Path('$runs/in'))"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
@@ -59,7 +59,7 @@ if part 3 "bare steps"; then
   done
 fi
 if part 4 "the loop around the step"; then
-  for c in copper_float32 almgcu_float64; do
+  for c in copper_float32 almgcu_float64 water_float32; do  # water: its step gathers its rows itself (session 26)
     timeout "${T_LOOP:-70}" $PY bench/loop_overhead.py "$runs/in/$c.json" training.embedding_table=64 \
       --steps "${LOOP_STEPS:-150}" --rounds 4 2>&1 | tail -6 | tee -a "$out/loop.txt"
   done
@@ -73,7 +73,7 @@ if part 6 "profile of the Cu float32 loop"; then
   tar -czf "$out/prof_copper.tgz" -C "$runs" prof && du -h "$out/prof_copper.tgz"
 fi
 if part 7 "first-step compile, GEMM autotuning on and off"; then
-  for c in copper_float32 copper_float64; do
+  for c in copper_float64; do
     for flags in "" "--xla_gpu_autotune_level=0"; do
       echo "$c XLA_FLAGS='$flags'" | tee -a "$out/compile.txt"
       XLA_FLAGS="$flags" timeout "${T_COMPILE:-45}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
