@@ -9,8 +9,9 @@ rounds in one process (so that a slow spell of the machine hits all alike), ms p
   (the loop's own work: lcurve bookkeeping, the batch thread's hand-over, the step's dispatch);
 - ``fit-cached``: ``fit`` drawing from the same raw batches, each prepared as usual but with its frames'
   neighbour lists already cached (adds the preparation: box check, lists from the cache, merge);
-- ``fit-new``: ``fit`` as in training, with the neighbour cache emptied before the round, so every frame
-  drawn has its lists built (adds the list builds: a short run's case on data of many frames);
+- ``fit-new``: ``fit`` as in training, with a fresh neighbour cache each round, so every frame drawn has
+  its lists built (a short run's case on data of many frames; the device store, since session 26, is
+  sized for the round's draws, as in a run of that length);
 - ``fit-null``: ``fit`` with the step replaced by a jitted function that reads the same arrays and does
   nothing else, lists cached as in ``fit-cached``: the loop's floor, the most steps per second it allows
   on this host whatever the step.
@@ -92,21 +93,18 @@ def main(argv=None) -> int:
         tr.state = state
         jax.block_until_ready(state.step)
 
-    def fit_new():  # no list stored for this round only: the other ways keep the ones stored above
-        filled = tr.neighbor_cache
-        groups = [g for g in getattr(filled, "_groups", {}).values() if g is not None]
-        if groups:  # the device store (since 2026-11): its frames stay on the device, every list is built
-            flags = [g.built.copy() for g in groups]  # again (a fresh cache would time its first allocation)
-            for g in groups:
-                g.built[:] = False
-        else:
-            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, config.training.neighbor_cache_mb)
+    def fit_new():  # a fresh cache for this round only: every frame drawn has its list built (the other ways
+        filled = tr.neighbor_cache  # keep the cache filled above)
+        mb = config.training.neighbor_cache_mb
+        try:  # the device store (since session 26): list slots for this round's draws, as in a run this long
+            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb,
+                                              args.steps * max(tr.train_data.batch_sizes))
+        except TypeError:  # older code (a host store, no bound on the draws)
+            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb)
         try:
             fit_with()
         finally:
             tr.neighbor_cache = filled
-            for g, f in zip(groups, flags if groups else []):
-                g.built[:] |= f
 
     ways = {
         "bare": bare,

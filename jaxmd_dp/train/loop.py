@@ -221,7 +221,8 @@ class Trainer:
             lambda w: DataSampler(self.train_systems, td.batch_size, td.auto_prob, td.sys_probs,
                                   seed=worker_seed(self.seed, w)), group_seed=self.seed)
         self.train_data = self.batches.samplers[0]  # this process's first worker
-        self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb)
+        draws = tc.numb_steps * max(self.train_data.batch_sizes) * len(self.batches.samplers)  # list slots
+        self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb, draws)
         self.valid_neighbor_cache = NeighborCache(self.valid_systems, self.hyper.ntypes, tc.neighbor_cache_mb)
         seed = worker_seed(self.seed, self.workers.worker_ids[0])
         self.valid_data = (DataSampler(self.valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=seed + 1)

@@ -57,31 +57,31 @@ def _builder(spec: neighbor.NeighborSpec, kernels: str | None):
 
 @functools.lru_cache(maxsize=64)
 def _storer(spec: neighbor.NeighborSpec, kernels: str | None):
-    """Jitted (data, lists, rows) → lists with the lists of a :class:`_Group`'s frames ``rows`` (nb,) built
-    and stored (``lists`` donated: updated in place)."""
+    """Jitted (data, lists, rows, slots) → lists with the lists of a :class:`_Group`'s frames ``rows``
+    (nb,) built and stored in its list slots ``slots`` (nb,) (``lists`` donated: updated in place)."""
 
-    def store(data, lists, rows):
+    def store(data, lists, rows, slots):
         new = _build(spec, kernels, data["coord"][rows], data["box"][rows], data["atype"][rows[0]])
-        return tuple(a.at[rows].set(x.astype(a.dtype)) for a, x in zip(lists, new))
+        return tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new))
 
     return jax.jit(store, donate_argnums=1)
 
 
 @functools.lru_cache(maxsize=64)
 def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, build: bool):
-    """Jitted (data, lists, rows) → a merged batch on the device (merged into ``shape``, a
-    :class:`~jaxmd_dp.train.merge.MergedShape`) from a :class:`_Group`'s frames ``rows`` (nb,) with their
-    lists. ``build``: build the rows' lists and return (lists with them stored, batch); ``lists`` is
-    donated. Else the stored lists are read and the batch alone returned."""
+    """Jitted (data, lists, rows, slots) → a merged batch on the device (merged into ``shape``, a
+    :class:`~jaxmd_dp.train.merge.MergedShape`) from a :class:`_Group`'s frames ``rows`` (nb,) with the
+    lists in its slots ``slots`` (nb,). ``build``: build the frames' lists and return (lists with them
+    stored, batch); ``lists`` is donated. Else the stored lists are read and the batch alone returned."""
 
-    def gather(data, lists, rows):
+    def gather(data, lists, rows, slots):
         b = {k: v[rows] for k, v in data.items()}
         b["atype"] = b["atype"][0]  # a batch's frames are one system's
         if build:
             new = _build(spec, kernels, b["coord"], b["box"], b["atype"])
-            lists = tuple(a.at[rows].set(x.astype(a.dtype)) for a, x in zip(lists, new))
+            lists = tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new))
         else:
-            new = tuple(a[rows] for a in lists)
+            new = tuple(a[slots] for a in lists)
         out = merge_arrays({**b, **dict(zip(NL_KEYS, new))}, shape)
         return (lists, out) if build else out
 
@@ -90,15 +90,15 @@ def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, bu
 
 class _Group:
     """The frames of the cache's systems of one atom count and periodicity on the device, systems end
-    to end (F frames in all), and their neighbour lists as built so far.
+    to end (F frames in all), and the neighbour lists of the frames drawn so far, in C ≤ F slots.
 
     data: coord (F, natoms, 3) Å; box (F, 3, 3) Å (zeros when not periodic); atype (F, natoms) int32;
     energy (F,) eV; force (F, natoms, 3) eV/Å; virial (F, 9) eV (zeros where a system has no labels).
-    lists: idx (F, natoms, nnei) int16 (int32 from 32,768 atoms), shift (F, natoms, nnei, 3) int16,
-    nmax (F, ntypes) int32; a row's lists are valid once ``built[row]``. ``first[s]``: the row of
-    system s's frame 0."""
+    lists: idx (C, natoms, nnei) int16 (int32 from 32,768 atoms), shift (C, natoms, nnei, 3) int16,
+    nmax (C, ntypes) int32. ``slot[row]``: the slot of frame ``row``'s lists, −1 until they are built;
+    slots are given out in draw order. ``first[s]``: the row of system s's frame 0."""
 
-    def __init__(self, systems: dict, nnei: int, ntypes: int):
+    def __init__(self, systems: dict, nnei: int, ntypes: int, slots: int):
         batches = [make_batch(s, np.arange(s.nframes)) for s in systems.values()]
         atype = [np.broadcast_to(b["atype"], b["coord"].shape[:2]) for b in batches]
         host = {k: np.concatenate([b[k] for b in batches]) for k in FRAME_KEYS if k != "atype"}
@@ -106,18 +106,30 @@ class _Group:
         self.data = jax.device_put(host)
         rows, natoms = host["coord"].shape[:2]
         itype = np.int16 if natoms < 2**15 else np.int32
-        self.lists = jax.device_put((np.zeros((rows, natoms, nnei), itype), np.zeros((rows, natoms, nnei, 3), np.int16),
-                                     np.zeros((rows, ntypes), np.int32)))
-        self.built = np.zeros(rows, bool)
+        self.lists = jax.device_put((np.zeros((slots, natoms, nnei), itype), np.zeros((slots, natoms, nnei, 3), np.int16),
+                                     np.zeros((slots, ntypes), np.int32)))
+        self.slot = np.full(rows, -1, np.int32)
+        self.taken = 0  # slots given out
         self.first = dict(zip(systems, np.cumsum([0] + [s.nframes for s in systems.values()])[:-1].tolist()))
 
+    def slots_for(self, rows: np.ndarray) -> tuple[np.ndarray, bool] | None:
+        """The list slots (nb,) int32 of frames ``rows``, and whether any is new (given a slot now, its
+        lists still to be built); None when the new ones do not fit the slots left."""
+        new = self.slot[rows] < 0
+        if new.any():
+            if self.taken + int(new.sum()) > self.lists[0].shape[0]:
+                return None
+            self.slot[rows[new]] = np.arange(self.taken, self.taken + int(new.sum()), dtype=np.int32)
+            self.taken += int(new.sum())
+        return self.slot[rows], bool(new.any())
+
     @staticmethod
-    def nbytes(systems, nnei: int, ntypes: int) -> int:
-        """Device bytes of the group's frames and lists."""
+    def nbytes(systems, nnei: int, ntypes: int, slots: int) -> int:
+        """Device bytes of the group's frames and of ``slots`` lists."""
         frames = sum(s.nframes for s in systems)
         natoms = systems[0].natoms
-        per_frame = natoms * (6 * 8 + 4) + 19 * 8 + natoms * nnei * ((2 if natoms < 2**15 else 4) + 6) + 4 * ntypes
-        return frames * per_frame
+        lists = natoms * nnei * ((2 if natoms < 2**15 else 4) + 6) + 4 * ntypes
+        return frames * (natoms * (6 * 8 + 4) + 19 * 8) + slots * lists
 
 
 class StoreRef:
@@ -144,13 +156,16 @@ class NeighborCache:
 
     systems: the training systems (``DataSampler.systems`` order: a batch's ``sys_index`` indexes it);
     ntypes: the model's types; budget_mb: device memory for the stored frames and lists (MiB; 0 stores
-    nothing, the step then builds every list itself, see :meth:`enabled`).
+    nothing, the step then builds every list itself, see :meth:`enabled`); draws: the most frames a run
+    draws (steps × the largest batch; None: no bound), so that a short run on many frames keeps list
+    slots for the frames it can draw, not for all of them.
     """
 
-    def __init__(self, systems, ntypes: int, budget_mb: int):
+    def __init__(self, systems, ntypes: int, budget_mb: int, draws: int | None = None):
         self.systems = list(systems)
         self.ntypes = int(ntypes)
         self.budget = int(budget_mb) * 2**20
+        self.draws = None if draws is None else max(1, int(draws))
         self.used = 0
         self._groups: dict[tuple[int, bool], _Group | None] = {}  # None: the group did not fit the budget
 
@@ -165,12 +180,13 @@ class NeighborCache:
         :class:`~jaxmd_dp.train.step.BatchLayout`.
 
         A sampler batch of a stored system comes back without its host arrays (:data:`FRAME_KEYS`): as
-        its rows of the store, keys ``store`` (the group's frames and lists, device arrays with a leading
-        frame axis, as a :class:`StoreRef`) and ``rows`` (nb,) int32, which the step reads itself
-        (:func:`~jaxmd_dp.train.step.take_rows`); or, with ``merge`` (a
+        its place in the store, keys ``store`` (the group's frames and lists, device arrays, as a
+        :class:`StoreRef`), ``rows`` (nb,) int32 (its frames) and ``slots`` (nb,) int32 (their lists),
+        which the step reads itself (:func:`~jaxmd_dp.train.step.take_rows`); or, with ``merge`` (a
         :class:`~jaxmd_dp.train.merge.MergedShape`), as the merged arrays the step takes, gathered and
         merged on the device by one jitted call. Lists not yet stored are built and stored first, on the
-        device (one call); nothing waits for the device.
+        device (one call); nothing waits for the device. A batch whose new frames find no free slot is
+        treated as not stored.
         Not :attr:`enabled`: the batch as it is (the step builds its lists), or with lists built and
         not kept if ``always`` or ``merge`` (merged batches, :mod:`jaxmd_dp.train.merge`, always carry
         their lists)."""
@@ -180,46 +196,45 @@ class NeighborCache:
             parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
                      for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))]
             return {**batch, **{k: jnp.stack(a) for k, a in zip(NL_KEYS, zip(*parts))}}
-        group = self._group(int(batch["sys_index"]), layout) if self.enabled else None
-        if group is None:  # not stored: the host's arrays, lists built for this batch
+        place = self._place(int(batch["sys_index"]), batch["frames"], layout)
+        if place is None:  # not stored: the host's arrays, lists built for this batch
             lists = _builder(layout.spec, _kernels(layout))(batch["coord"], batch["box"], batch["atype"])
             batch = {**batch, **dict(zip(NL_KEYS, lists))}
             return batch if merge is None else merge_batch(batch, merge)
-        rows = self._rows(group, int(batch["sys_index"]), batch["frames"])
+        group, rows, slots, new = place
         if merge is None:  # the step takes the batch's rows of the store (step.take_rows)
-            self._store(group, rows, layout)
-            return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group), "rows": rows}
-        build = not group.built[rows].all()
-        fn = _merged_gatherer(layout.spec, _kernels(layout), merge, build)
-        if build:
-            group.lists, out = fn(group.data, group.lists, rows)
-            group.built[rows] = True
+            if new:
+                group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
+            return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group),
+                    "rows": rows, "slots": slots}
+        fn = _merged_gatherer(layout.spec, _kernels(layout), merge, new)
+        if new:
+            group.lists, out = fn(group.data, group.lists, rows, slots)
         else:
-            out = fn(group.data, group.lists, rows)
+            out = fn(group.data, group.lists, rows, slots)
         # the find_* flags stay the batch's Python floats (weakly typed: a float32 loss stays float32)
         return {**out, **{k: batch[k] for k in FIND_KEYS}}
 
     def _lists(self, sys_index: int, frames, coord, box, atype, layout):
         """One worker's part of a stacked batch: its lists (idx, shift, nmax), from the store or built."""
-        group = self._group(int(sys_index), layout) if self.enabled else None
-        if group is None:
+        place = self._place(int(sys_index), frames, layout)
+        if place is None:
             return _builder(layout.spec, _kernels(layout))(coord, box, atype)
-        rows = self._rows(group, int(sys_index), frames)
-        self._store(group, rows, layout)
-        idx, shift, nmax = (a[rows] for a in group.lists)
+        group, rows, slots, new = place
+        if new:
+            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
+        idx, shift, nmax = (a[slots] for a in group.lists)
         return idx.astype(jnp.int32), shift, nmax
 
-    @staticmethod
-    def _rows(group, sys_index: int, frames) -> np.ndarray:
-        """The rows (nb,) int32 of system ``sys_index``'s ``frames`` in its group's store."""
-        return (group.first[sys_index] + np.asarray(frames, np.int64)).astype(np.int32)
-
-    @staticmethod
-    def _store(group, rows: np.ndarray, layout) -> None:
-        """Build and store the lists of the rows not yet built (all the batch's rows, in one call)."""
-        if not group.built[rows].all():
-            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows)
-            group.built[rows] = True
+    def _place(self, sys_index: int, frames, layout):
+        """(group, rows (nb,) int32, slots (nb,) int32, whether lists are to be built) of system
+        ``sys_index``'s ``frames``; None when they are not stored (no group, or no free slot)."""
+        group = self._group(sys_index, layout) if self.enabled else None
+        if group is None:
+            return None
+        rows = (group.first[sys_index] + np.asarray(frames, np.int64)).astype(np.int32)
+        got = group.slots_for(rows)
+        return None if got is None else (group, rows, *got)
 
     def _group(self, sys_index: int, layout) -> _Group | None:
         s = self.systems[sys_index]
@@ -227,9 +242,11 @@ class NeighborCache:
         if key not in self._groups:
             members = {i: t for i, t in enumerate(self.systems) if (t.natoms, bool(t.pbc)) == key}
             nnei = sum(layout.spec.sel)
-            size = _Group.nbytes(list(members.values()), nnei, self.ntypes)
+            frames = sum(t.nframes for t in members.values())
+            slots = frames if self.draws is None else min(frames, self.draws)
+            size = _Group.nbytes(list(members.values()), nnei, self.ntypes, slots)
             fits = self.used + size <= self.budget
-            self._groups[key] = _Group(members, nnei, self.ntypes) if fits else None
+            self._groups[key] = _Group(members, nnei, self.ntypes, slots) if fits else None
             self.used += size if fits else 0
         return self._groups[key]
 

@@ -22,7 +22,7 @@ from jaxmd_dp.train.schedule import ExpDecay
 
 BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
 NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax")  # a batch's neighbour lists, when built outside the step
-STORE_KEYS = ("store", "rows")  # a batch given as rows of the frames kept on the device (take_rows)
+STORE_KEYS = ("store", "rows", "slots")  # a batch given by its place in the device store (take_rows)
 
 
 class BatchLayout(NamedTuple):
@@ -97,13 +97,14 @@ def take_rows(batch: dict) -> dict:
     batch: ``store``, a dict (or :class:`~jaxmd_dp.train.neighbor_cache.StoreRef`) of arrays with a
     leading frame axis F (coord (F, natoms, 3) Å, box (F, 3, 3) Å, atype (F, natoms) int, energy (F,)
     eV, force (F, natoms, 3) eV/Å, virial (F, 9) eV; nl_idx (F, natoms, nnei) int16/int32, nl_shift
-    (F, natoms, nnei, 3) int16, nl_nmax (F, ntypes) int32); ``rows`` (nb,) int32, the batch's frames
-    (one system's); find_* flags. Returns the sampler batch's keys (atype (natoms,), nl_idx int32) with
-    the lists; anything else in ``batch`` is kept."""
+    (F, natoms, nnei, 3) int16, nl_nmax (F, ntypes) int32; the lists may have fewer rows, their slots);
+    ``rows`` (nb,) int32, the batch's frames (one system's); ``slots`` (nb,) int32, their lists' rows;
+    find_* flags. Returns the sampler batch's keys (atype (natoms,), nl_idx int32) with the lists;
+    anything else in ``batch`` is kept."""
     store = dict(batch["store"].items())
-    rows = batch["rows"]
+    rows, slots = batch["rows"], batch["slots"]
     out = {k: v for k, v in batch.items() if k not in STORE_KEYS}
-    out.update({k: v[rows] for k, v in store.items()})
+    out.update({k: v[slots if k in NL_KEYS else rows] for k, v in store.items()})
     out["atype"] = out["atype"][0]
     out["nl_idx"] = out["nl_idx"].astype(jnp.int32)
     return out

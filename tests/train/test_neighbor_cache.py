@@ -48,7 +48,7 @@ def aval(x):
 def taken(got: dict) -> dict:
     """The arrays the step reads from a batch given as its rows of the store: only the rows come from
     the host, the frames and lists are the store's device arrays."""
-    assert set(FRAME_KEYS).isdisjoint(got) and got["rows"].dtype == np.int32
+    assert set(FRAME_KEYS).isdisjoint(got) and got["rows"].dtype == got["slots"].dtype == np.int32
     assert all(isinstance(x, jax.Array) for _, x in got["store"].items())
     return take_rows(device_batch(got))
 
@@ -73,12 +73,13 @@ def test_frames_and_lists_are_the_samplers_and_steps_own(cu):
     idx, shift, _ = built(layout, make_batch(system, np.array([3, 7])))
     assert (idx >= 0).sum() > 0 and np.abs(shift).max() >= 1  # real neighbours, periodic images among them
     group = cache._groups[(32, True)]
-    assert sorted(np.flatnonzero(group.built)) == [3, 7]  # stored at once: the same call built them
     assert group.first == {0: 0, 1: 300}  # both systems of 32 atoms in one store, end to end
+    assert group.lists[0].shape[0] == 1300  # a slot for every frame (no bound on the draws)
     assert cache.used == sum(x.nbytes for x in jax.tree_util.tree_leaves((group.data, group.lists)))
     cache.attach(make_batch(other, np.array([0, 999]), 1), layout)  # another system's rows, then more of the first's
     cache.attach(make_batch(system, np.array([5])), layout)
-    assert sorted(np.flatnonzero(group.built)) == [3, 5, 7, 300, 1299]
+    # slots in draw order, given out as the lists are built and stored (the same call)
+    assert {r: group.slot[r] for r in np.flatnonzero(group.slot >= 0)} == {3: 0, 7: 1, 300: 2, 1299: 3, 5: 4}
     again = taken(cache.attach(make_batch(system, np.array([7, 3])), layout))  # both from the store
     assert_batch(again, system, [7, 3], layout)
     assert_batch(taken(cache.attach(make_batch(other, np.array([999]), 1), layout)), other, [999], layout)
@@ -109,6 +110,28 @@ def test_merged_batch_is_the_host_merge(cu):
         for k in want:
             np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), err_msg=k)
             assert aval(got[k]) == aval(want[k]), k
+
+
+def test_slots_for_the_frames_a_run_draws(cu):
+    """With ``draws`` (a short run), a group keeps list slots for that many frames only: its device memory
+    follows the run's length; frames past the slots are served as not stored, with the same numbers."""
+    (system, other), layout = cu
+    cache = NeighborCache([system, other], 1, 64, draws=3)
+    assert_batch(taken(cache.attach(make_batch(system, np.array([3, 7])), layout)), system, [3, 7], layout)
+    group = cache._groups[(32, True)]
+    assert group.lists[0].shape[0] == 3
+    assert cache.used == sum(x.nbytes for x in jax.tree_util.tree_leaves((group.data, group.lists)))
+    past = cache.attach(make_batch(system, np.array([1, 2])), layout)  # two new frames, one slot left
+    assert isinstance(past["coord"], np.ndarray) and group.taken == 2  # the host's frames, lists built
+    assert_batch(past, system, [1, 2], layout)
+    assert_batch(taken(cache.attach(make_batch(other, np.array([5]), 1), layout)), other, [5], layout)
+    assert group.taken == 3
+    assert_batch(taken(cache.attach(make_batch(system, np.array([7, 3])), layout)), system, [7, 3], layout)
+    merged = cache.attach(make_batch(other, np.array([5]), 1), layout, merge=MergedShape(atoms=64, frames=2))
+    host = make_batch(other, np.array([5]), 1)
+    want = merge_batch({**host, **dict(zip(NL_KEYS, built(layout, host)))}, MergedShape(atoms=64, frames=2))
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(merged[k]), np.asarray(want[k]), err_msg=k)
 
 
 def test_budget_too_small_builds_every_time(cu):
