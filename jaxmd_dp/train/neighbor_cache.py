@@ -5,21 +5,24 @@ training step need not rebuild it every epoch (it was ~8 % of a water step on th
 the frames of the systems of each atom count on the device (coordinates, box, types, labels: systems end
 to end, a :class:`_Group`), beside the lists of the frames drawn so far. The lists of frames drawn for
 the first time are built with the step's own builder (:func:`neighbor.build`, order "any") and stored
-by one jitted call on the device. A batch then reaches the step as its frames' row numbers in the store,
-and the step gathers them itself (:func:`jaxmd_dp.train.step.take_rows`); where the step takes merged
+by one jitted call on the device, each in a slot of its own. A batch then reaches the step as its
+frames' row numbers and its lists' slots, and the step gathers them itself (:func:`jaxmd_dp.train.step.take_rows`); where the step takes merged
 batches, one jitted call gathers and merges them (:func:`jaxmd_dp.train.merge.merge_arrays`; the
-merged step would otherwise compile once per group). Only row numbers travel from the host, and nothing
-waits for the device. The step skips the build, with the same numbers.
+merged step would otherwise compile once per group). Only those numbers travel from the host, and
+nothing waits for the device. The step skips the build, with the same numbers.
 
 Why on the device: on a GPU the host's share of a batch (copying its arrays and lists, merging them)
 took longer than the step itself (H200, Cu float32 table 64: 0.55 ms per bare step, 2.8 ms per step in
 the training loop with the lists kept on the host; 1.9 ms with the frames and lists on the device).
 
-Stored per slot: the neighbour index (int16 when the system has fewer than 32,768 atoms, else int32)
-and its periodic image (int16 cell-vector counts), 8 bytes per slot: 55 MB for water's 320 training
-frames of 192 atoms × 112 slots, plus the frames (~60 bytes per atom). ``training.neighbor_cache_mb``
-bounds the memory; a group of systems that does not fit is not stored: its batches are copied from the
-host and their lists built for each batch (outside the step, same numbers). The trainer keeps one cache
+Stored per neighbour slot: the neighbour index (int16 when the system has fewer than 32,768 atoms, else
+int32) and its periodic image (int16 cell-vector counts), 8 bytes: 55 MB for water's 320 training frames
+of 192 atoms × 112 slots, plus the frames (52 bytes per atom). A group keeps lists for at most as many
+frames as the run can draw (``draws``: numb_steps × the largest batch), so a short run on many frames
+holds few; a batch whose new frames find no slot left is treated as not stored.
+``training.neighbor_cache_mb`` bounds the memory; a group of systems that does not fit is not stored:
+its batches are copied from the host and their lists built for each batch (outside the step, same
+numbers). The trainer keeps one cache
 for the training systems and one, with the same budget, for the validation systems (their eval step
 then skips the build as well).
 """
