@@ -1,6 +1,7 @@
 #!/bin/bash
 # On a GPU machine, in one go (about 9 minutes on an H200):
-#  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests);
+#  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests), and the device store of
+#     frames and lists (tests/train/test_neighbor_cache.py: its gathers and in-place writes on the GPU);
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
 #     script installs a CPU build), exact nets and table 64, both precisions;
 #  3. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled);
@@ -23,7 +24,7 @@
 # the others running; STEPS and the limits are variables for a smoke run on a CPU. All seven parts may
 # take ~12 minutes on an H200 (an estimate from session 23's timings), over one device call's 10: run
 # them in two calls, each within 10 minutes even where every part runs to its limit:
-#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (~7 minutes; limits 500 s)
+#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (~7 minutes; limits 530 s)
 #   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (~5 minutes; limits 555 s)
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
@@ -44,7 +45,7 @@ for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'flo
   git log -1 --format='commit %h %s' 2>/dev/null
 } 2>&1 | tee -a "$out/env.txt"
 if part 1 "fixtures (DeePMD-kit's predictions, kernels: auto)"; then
-  timeout "${T_FIXTURES:-80}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
+  timeout "${T_FIXTURES:-110}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py tests/train/test_neighbor_cache.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
 fi
 if part 2 "training speed"; then
   for input in water copper almgcu; do  # each input its own limit: a slow compile on one leaves the others
