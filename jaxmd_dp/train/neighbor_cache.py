@@ -6,10 +6,11 @@ the frames of the systems of each atom count on the device (coordinates, box, ty
 to end, a :class:`_Group`), beside the lists of the frames drawn so far. The lists of frames drawn for
 the first time are built with the step's own builder (:func:`neighbor.build`, order "any") and stored
 by one jitted call on the device, each in a slot of its own. A batch then reaches the step as its
-frames' row numbers and its lists' slots, and the step gathers them itself (:func:`jaxmd_dp.train.step.take_rows`); where the step takes merged
-batches, one jitted call gathers and merges them (:func:`jaxmd_dp.train.merge.merge_arrays`; the
-merged step would otherwise compile once per group). Only those numbers travel from the host, and
-nothing waits for the device. The step skips the build, with the same numbers.
+frames' row numbers and its lists' slots, and the step gathers them itself
+(:func:`jaxmd_dp.train.step.take_rows`); where the step takes merged batches, one jitted call gathers and
+merges them (:func:`jaxmd_dp.train.merge.merge_arrays`; the merged step would otherwise compile once per
+group), building and storing the lists of new frames in the same call. Only those numbers travel from
+the host, and nothing waits for the device. The step skips the build, with the same numbers.
 
 Why on the device: on a GPU the host's share of a batch (copying its arrays and lists, merging them)
 took longer than the step itself (H200, Cu float32 table 64: 0.55 ms per bare step, 2.8 ms per step in
@@ -22,9 +23,8 @@ frames as the run can draw (``draws``: numb_steps × the largest batch), so a sh
 holds few; a batch whose new frames find no slot left is treated as not stored.
 ``training.neighbor_cache_mb`` bounds the memory; a group of systems that does not fit is not stored:
 its batches are copied from the host and their lists built for each batch (outside the step, same
-numbers). The trainer keeps one cache
-for the training systems and one, with the same budget, for the validation systems (their eval step
-then skips the build as well).
+numbers). The trainer keeps one cache for the training systems and one, with the same budget, for the
+validation systems (their eval step then skips the build as well).
 """
 
 from __future__ import annotations
@@ -58,14 +58,21 @@ def _builder(spec: neighbor.NeighborSpec, kernels: str | None):
     return jax.jit(functools.partial(_build, spec, kernels))
 
 
+def _build_into(spec: neighbor.NeighborSpec, kernels: str | None, lists, slots, coord, box, atype):
+    """Build a batch's lists (:func:`_build`) and write them into a :class:`_Group`'s ``lists`` at
+    ``slots`` (nb,). Returns (the updated lists, the batch's lists in the step's dtypes)."""
+    new = _build(spec, kernels, coord, box, atype)
+    return tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new)), new
+
+
 @functools.lru_cache(maxsize=64)
 def _storer(spec: neighbor.NeighborSpec, kernels: str | None):
     """Jitted (data, lists, rows, slots) → lists with the lists of a :class:`_Group`'s frames ``rows``
     (nb,) built and stored in its list slots ``slots`` (nb,) (``lists`` donated: updated in place)."""
 
     def store(data, lists, rows, slots):
-        new = _build(spec, kernels, data["coord"][rows], data["box"][rows], data["atype"][rows[0]])
-        return tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new))
+        coord, box, atype = data["coord"][rows], data["box"][rows], data["atype"][rows[0]]
+        return _build_into(spec, kernels, lists, slots, coord, box, atype)[0]
 
     return jax.jit(store, donate_argnums=1)
 
@@ -81,8 +88,7 @@ def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, bu
         b = {k: v[rows] for k, v in data.items()}
         b["atype"] = b["atype"][0]  # a batch's frames are one system's
         if build:
-            new = _build(spec, kernels, b["coord"], b["box"], b["atype"])
-            lists = tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new))
+            lists, new = _build_into(spec, kernels, lists, slots, b["coord"], b["box"], b["atype"])
         else:
             new = tuple(a[slots] for a in lists)
         out = merge_arrays({**b, **dict(zip(NL_KEYS, new))}, shape)
@@ -109,8 +115,8 @@ class _Group:
         self.data = jax.device_put(host)
         rows, natoms = host["coord"].shape[:2]
         itype = np.int16 if natoms < 2**15 else np.int32
-        self.lists = jax.device_put((np.zeros((slots, natoms, nnei), itype), np.zeros((slots, natoms, nnei, 3), np.int16),
-                                     np.zeros((slots, ntypes), np.int32)))
+        self.lists = jax.device_put((np.zeros((slots, natoms, nnei), itype),
+                                     np.zeros((slots, natoms, nnei, 3), np.int16), np.zeros((slots, ntypes), np.int32)))
         self.slot = np.full(rows, -1, np.int32)
         self.taken = 0  # slots given out
         self.first = dict(zip(systems, np.cumsum([0] + [s.nframes for s in systems.values()])[:-1].tolist()))
@@ -206,8 +212,7 @@ class NeighborCache:
             return batch if merge is None else merge_batch(batch, merge)
         group, rows, slots, new = place
         if merge is None:  # the step takes the batch's rows of the store (step.take_rows)
-            if new:
-                group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
+            self._store(group, rows, slots, new, layout)
             return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group),
                     "rows": rows, "slots": slots}
         fn = _merged_gatherer(layout.spec, _kernels(layout), merge, new)
@@ -224,8 +229,7 @@ class NeighborCache:
         if place is None:
             return _builder(layout.spec, _kernels(layout))(coord, box, atype)
         group, rows, slots, new = place
-        if new:
-            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
+        self._store(group, rows, slots, new, layout)
         idx, shift, nmax = (a[slots] for a in group.lists)
         return idx.astype(jnp.int32), shift, nmax
 
@@ -238,6 +242,12 @@ class NeighborCache:
         rows = (group.first[sys_index] + np.asarray(frames, np.int64)).astype(np.int32)
         got = group.slots_for(rows)
         return None if got is None else (group, rows, *got)
+
+    @staticmethod
+    def _store(group: _Group, rows, slots, new: bool, layout) -> None:
+        """Where ``new``, build the lists of frames ``rows`` and write them into their ``slots`` (in place)."""
+        if new:
+            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
 
     def _group(self, sys_index: int, layout) -> _Group | None:
         s = self.systems[sys_index]
