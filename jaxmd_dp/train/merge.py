@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.train.step import NL_KEYS
+from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 
 COST_BUDGET = 0.02  # padding may always add this much to the expected atoms per step (and to its time)
@@ -76,9 +76,9 @@ def merge_batch(batch: dict, shape: MergedShape) -> dict:
     """A sampler batch with its neighbour lists (keys :data:`~jaxmd_dp.train.step.NL_KEYS`, host or
     device arrays) → the merged batch the step takes, on the device (:func:`merge_arrays`), with the
     batch's find_* flags."""
-    arrays = {k: batch[k] for k in ("coord", "box", "atype", "energy", "force", "virial") + NL_KEYS}
+    arrays = {k: batch[k] for k in FRAME_KEYS + NL_KEYS}
     out = _merger(shape)(arrays)
-    out.update({k: batch[k] for k in ("find_energy", "find_force", "find_virial")})
+    out.update({k: batch[k] for k in FIND_KEYS})
     return out
 
 

@@ -38,10 +38,7 @@ import numpy as np
 from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.train.merge import merge_arrays, merge_batch
-from jaxmd_dp.train.step import NL_KEYS
-
-FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")
-FIND_KEYS = ("find_energy", "find_force", "find_virial")
+from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 
 def _build(spec: neighbor.NeighborSpec, kernels: str | None, coord, box, atype):
@@ -182,7 +179,7 @@ class NeighborCache:
     def enabled(self) -> bool:
         return self.budget > 0
 
-    def attach(self, batch: dict, layout, always: bool = False, merge=None) -> dict:
+    def attach(self, batch: dict, layout, merge=None) -> dict:
         """``batch`` with its frames' neighbour lists added (keys :data:`NL_KEYS`, arrays with the
         batch's leading axes: (nb, ...) for a sampler batch, (nworkers, nb, ...) for stacked workers'
         batches). ``batch["frames"]``: the frames' indices in their system; layout: the batch's
@@ -196,10 +193,10 @@ class NeighborCache:
         merged on the device by one jitted call. Lists not yet stored are built and stored first, on the
         device (one call); nothing waits for the device. A batch whose new frames find no free slot is
         treated as not stored.
-        Not :attr:`enabled`: the batch as it is (the step builds its lists), or with lists built and
-        not kept if ``always`` or ``merge`` (merged batches, :mod:`jaxmd_dp.train.merge`, always carry
-        their lists)."""
-        if not self.enabled and not (always or merge is not None):
+        Not :attr:`enabled`: the batch as it is (the step builds its lists), or, with ``merge``, merged
+        with lists built and not kept (merged batches, :mod:`jaxmd_dp.train.merge`, always carry their
+        lists)."""
+        if not self.enabled and merge is None:
             return batch
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
             parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)

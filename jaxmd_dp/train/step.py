@@ -20,7 +20,9 @@ from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
 
-BATCH_KEYS = ("coord", "box", "atype", "energy", "force", "virial", "find_energy", "find_force", "find_virial")
+FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")  # a batch's frames and their labels
+FIND_KEYS = ("find_energy", "find_force", "find_virial")  # which labels the batch's system has (Python floats)
+BATCH_KEYS = FRAME_KEYS + FIND_KEYS
 NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax")  # a batch's neighbour lists, when built outside the step
 STORE_KEYS = ("store", "rows", "slots")  # a batch given by its place in the device store (take_rows)
 
