@@ -2,6 +2,11 @@
 
 __version__ = "0.1.0"
 
+# our command-line tools start over once with glibc's huge pages for XLA's CPU buffers (before jax loads)
+from jaxmd_dp.hugepages import reexec_with_hugepages  # noqa: E402
+
+reexec_with_hugepages()
+
 from jaxmd_dp.errors import InputError  # noqa: E402
 
 __all__ = ["InputError", "__version__"]

@@ -7,6 +7,7 @@
     jaxmd-dp neighbor-stat -s SYSTEMS -r RCUT -t TYPES  neighbour statistics and sel (dp neighbor-stat)
     jaxmd-dp convert-deepmd PARAMS INPUT -o OUT         import a DeePMD-kit PyTorch model
 
+``jaxmd-dp --version`` also says whether XLA's CPU buffers get huge pages (:mod:`jaxmd_dp.hugepages`).
 ``jaxmd-dp COMMAND -h`` shows a command's options. ``--debug`` anywhere shows tracebacks of user errors.
 """
 
@@ -46,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
-        print(f"jaxmd_dp {__version__}")
+        from jaxmd_dp.hugepages import status
+
+        print(f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}")
         return 0
     name = ALIASES.get(argv[0], argv[0])
     if name not in COMMANDS:

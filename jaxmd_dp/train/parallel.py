@@ -45,6 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxmd_dp import hugepages
 from jaxmd_dp.errors import InputError
 
 AXIS = "workers"  # the mesh axis that workers are spread over
@@ -510,6 +511,7 @@ def training_summary(workers: Workers) -> str:
         f"visible devices:      {jax.local_device_count()} local, {jax.device_count()} in all"
         + (f" ({', '.join(visible)})" if visible else ""),
         f"threads:              {cores} core(s) usable; {', '.join(threads)}",
+        f"huge pages:           {hugepages.status()}",
         "-----------------------------------------------------------------",
     ]
     return "\n".join(lines)

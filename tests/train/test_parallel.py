@@ -424,7 +424,8 @@ if __name__ != "__main__":
         assert w.size == 1 and w.is_writer and w.mesh is None and w.grad_reduce is None
         text = training_summary(w)
         for key in ("Summary of the training", "distributed:          no", "world size:           1",
-                    "my rank:              0", "node list:", "computing device(s):", "visible devices:", "threads:"):
+                    "my rank:              0", "node list:", "computing device(s):", "visible devices:", "threads:",
+                    "huge pages:"):
             assert key in text, text
         assert rank_logger(w) is print
 

@@ -1,0 +1,129 @@
+"""Transparent huge pages for XLA's CPU buffers, through glibc's ``glibc.malloc.hugetlb=1`` tunable.
+
+XLA:CPU allocates a program's temporary buffer with ``malloc`` on every run and frees it afterwards (83 MB for
+the water training step). glibc serves a block that large from a fresh ``mmap`` each time, so every step
+page-faulted ~21,000 4-KiB pages in again (about 40 ms of kernel time per 65-ms water float32 step on a 2-core
+CPU) and then walked 0.8 GB of reads and writes through 4-KiB TLB entries. With the tunable, glibc advises
+the kernel to back such blocks with 2-MiB pages (``madvise(MADV_HUGEPAGE)``), which the kernel's default
+THP mode, ``madvise``, honours: the same step took 45 ms (``bench/RESULTS.md``, session 28).
+
+glibc reads its tunables only when a process starts. So our command-line tools (``python -m jaxmd_dp.<tool>``
+and ``jaxmd-dp``) start over once, with the tunable added to ``GLIBC_TUNABLES``, before anything heavy is
+imported (:func:`reexec_with_hugepages`, called by the package's ``__init__``; it costs one interpreter start,
+~30 ms). Nothing else is touched: a notebook or a script that imports jaxmd_dp keeps its process as it is,
+and the training summary says whether huge pages are on (:func:`status`). ``JAXMD_DP_HUGEPAGES=0`` turns the
+restart off; a ``glibc.malloc.hugetlb`` the user set is kept as it is.
+
+This module imports nothing beyond the standard library: it runs before jax is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+TUNABLE = "glibc.malloc.hugetlb"
+THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
+OPT_OUT = "JAXMD_DP_HUGEPAGES"  # "0": never restart for it
+RESTARTED = "_JAXMD_DP_HUGEPAGES_RESTARTED"  # set in the restarted process: never loop
+
+
+def thp_mode(path: str = THP_MODE_FILE) -> str | None:
+    """The kernel's transparent-huge-page mode: ``always``, ``madvise`` or ``never`` (None when unknown)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
+
+
+def glibc_version() -> tuple[int, int] | None:
+    """(major, minor) of the C library when it is glibc, else None."""
+    try:
+        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+        major, minor = version.split(".")[:2]
+        return (int(major), int(minor)) if name == "glibc" else None
+    except (AttributeError, ValueError, OSError):  # not glibc, or no confstr (not on Linux)
+        return None
+
+
+def tunable_value(environ: Mapping[str, str]) -> str | None:
+    """The value of ``glibc.malloc.hugetlb`` in ``environ['GLIBC_TUNABLES']``, None when not set there."""
+    for item in environ.get("GLIBC_TUNABLES", "").split(":"):
+        key, _, value = item.partition("=")
+        if key == TUNABLE:
+            return value
+    return None
+
+
+def is_our_tool(orig_argv: Sequence[str]) -> bool:
+    """Whether the interpreter was started as one of our tools: ``python [options] -m jaxmd_dp[.x]`` or the
+    ``jaxmd-dp`` script (``sys.orig_argv``)."""
+    args = list(orig_argv[1:])
+    with_value = {"-W", "-X", "-Q"}  # interpreter options that take the next argument
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-m":
+            return i + 1 < len(args) and args[i + 1].split(".")[0] == "jaxmd_dp"
+        if a.startswith("-m"):
+            return a[2:].split(".")[0] == "jaxmd_dp"
+        if a in ("-c", "-") or a.startswith("-c"):
+            return False
+        if not a.startswith("-"):  # the script
+            return os.path.basename(a) == "jaxmd-dp"
+        i += 2 if a in with_value else 1
+    return False
+
+
+def restart_environ(environ: Mapping[str, str], orig_argv: Sequence[str], platform: str,
+                    glibc: tuple[int, int] | None, mode: str | None) -> dict[str, str] | None:
+    """The environment to restart this process with so that glibc uses huge pages, or None to go on as is:
+    only for our tools, on Linux with glibc ≥ 2.35 (the tunable's first release) and the kernel's THP mode
+    ``madvise`` (``always`` gives huge pages without it, ``never`` none at all), when neither the user
+    (``JAXMD_DP_HUGEPAGES=0``, or their own ``glibc.malloc.hugetlb``) nor an earlier restart decided."""
+    if (platform != "linux" or glibc is None or glibc < (2, 35) or mode != "madvise"
+            or environ.get(OPT_OUT) == "0" or RESTARTED in environ or tunable_value(environ) is not None
+            or not is_our_tool(orig_argv)):
+        return None
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    return {**environ, "GLIBC_TUNABLES": f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1",
+            RESTARTED: "1"}
+
+
+def reexec_with_hugepages() -> None:
+    """Start this process over with glibc's huge pages on, when :func:`restart_environ` says so (the same
+    interpreter, options and arguments, ``sys.orig_argv``; the same process id, so MPI launchers are not
+    disturbed). Returns when no restart is needed or the restart fails."""
+    orig_argv = getattr(sys, "orig_argv", None)
+    if not orig_argv or "jax" in sys.modules:  # too late to start over cheaply: leave the process alone
+        return
+    env = restart_environ(os.environ, orig_argv, sys.platform, glibc_version(), thp_mode())
+    if env is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, orig_argv, env)
+    except OSError:
+        pass
+
+
+def status(environ: Mapping[str, str] | None = None) -> str:
+    """One line for the training summary: whether XLA's CPU buffers get huge pages in this process."""
+    environ = os.environ if environ is None else environ
+    mode, value = thp_mode(), tunable_value(environ)
+    if mode is None or sys.platform != "linux":
+        return "not on Linux" if sys.platform != "linux" else "unknown (no THP setting readable)"
+    if mode == "always":
+        return "on (the kernel's THP mode is always)"
+    if mode == "never":
+        return "off (the kernel's THP mode is never)"
+    if value not in (None, "0") and (glibc_version() or (0, 0)) >= (2, 35):
+        return f"on (GLIBC_TUNABLES {TUNABLE}={value})"
+    return (f"off: start Python with GLIBC_TUNABLES={TUNABLE}=1 for faster CPU steps "
+            "(the jaxmd_dp command-line tools do this themselves)")
+
