@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))
+    from jaxmd_dp.hugepages import status
+
+    print(f"huge pages: {status()}")  # this script keeps its process: set GLIBC_TUNABLES to match the CLI
     trainers = {}
     for merge in args.merge:
         config = load_config(args.config, [f"training.numb_steps={args.numb_steps}",
