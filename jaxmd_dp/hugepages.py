@@ -10,7 +10,7 @@ THP mode, ``madvise``, honours: the same step took 45 ms (``bench/RESULTS.md``, 
 glibc reads its tunables only when a process starts. So our command-line tools (``python -m jaxmd_dp.<tool>``
 and ``jaxmd-dp``) start over once, with the tunable added to ``GLIBC_TUNABLES``, before anything heavy is
 imported (:func:`reexec_with_hugepages`, called by the package's ``__init__``; it costs one interpreter start,
-~30 ms). Nothing else is touched: a notebook or a script that imports jaxmd_dp keeps its process as it is,
+~20 ms). Nothing else is touched: a notebook or a script that imports jaxmd_dp keeps its process as it is,
 and the training summary says whether huge pages are on (:func:`status`). ``JAXMD_DP_HUGEPAGES=0`` turns the
 restart off; a ``glibc.malloc.hugetlb`` the user set is kept as it is.
 
@@ -63,7 +63,7 @@ def is_our_tool(orig_argv: Sequence[str]) -> bool:
     """Whether the interpreter was started as one of our tools: ``python [options] -m jaxmd_dp[.x]`` or the
     ``jaxmd-dp`` script (``sys.orig_argv``)."""
     args = list(orig_argv[1:])
-    with_value = {"-W", "-X", "-Q"}  # interpreter options that take the next argument
+    with_value = {"-W", "-X", "--check-hash-based-pycs"}  # interpreter options that take the next argument
     i = 0
     while i < len(args):
         a = args[i]
@@ -106,8 +106,8 @@ def reexec_with_hugepages() -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
-        os.execve(sys.executable, orig_argv, env)
+    try:  # argv[0] the interpreter's own path, so a venv resolves as before
+        os.execve(sys.executable, [sys.executable, *orig_argv[1:]], env)
     except OSError:
         pass
 
@@ -126,4 +126,3 @@ def status(environ: Mapping[str, str] | None = None) -> str:
         return f"on (GLIBC_TUNABLES {TUNABLE}={value})"
     return (f"off: start Python with GLIBC_TUNABLES={TUNABLE}=1 for faster CPU steps "
             "(the jaxmd_dp command-line tools do this themselves)")
-

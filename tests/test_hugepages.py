@@ -21,6 +21,7 @@ def restart(environ=None, argv=CLI, platform="linux", glibc=NEW_GLIBC, mode="mad
     (["py", "-mjaxmd_dp.freeze"], True),
     (["py", "/venv/bin/jaxmd-dp", "train", "x.json"], True),
     (["py", "-W", "ignore", "-m", "pytest", "-m", "jaxmd_dp"], False),
+    (["py", "--check-hash-based-pycs", "never", "-m", "jaxmd_dp.train"], True),
     (["py", "-m", "jaxmd_dp_other"], False),
     (["py", "-c", "import jaxmd_dp"], False),
     (["py", "train.py", "-m", "jaxmd_dp.train"], False),
@@ -95,5 +96,6 @@ def test_cli_starts_over_with_huge_pages():
         assert ": on (" in line, line
     off = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env={**env, hp.OPT_OUT: "0"},
                          capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0, off.stderr[-2000:]
     if hp.thp_mode() == "madvise":  # opted out: no restart, so no tunable
         assert ": off" in off.stdout.splitlines()[-1], off.stdout
