@@ -41,11 +41,10 @@ def main(argv=None) -> int:
 
     from jaxmd_dp.cli_util import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
+    from jaxmd_dp.hugepages import status
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))
-    from jaxmd_dp.hugepages import status
-
     print(f"huge pages: {status()}")  # this script keeps its process: set GLIBC_TUNABLES to match the CLI
     trainers = {}
     for merge in args.merge:

@@ -27,6 +27,7 @@ TUNABLE = "glibc.malloc.hugetlb"
 THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
 OPT_OUT = "JAXMD_DP_HUGEPAGES"  # "0": never restart for it
 RESTARTED = "_JAXMD_DP_HUGEPAGES_RESTARTED"  # set in the restarted process: never loop
+MIN_GLIBC = (2, 35)  # the tunable's first release
 
 
 def thp_mode(path: str = THP_MODE_FILE) -> str | None:
@@ -82,10 +83,10 @@ def is_our_tool(orig_argv: Sequence[str]) -> bool:
 def restart_environ(environ: Mapping[str, str], orig_argv: Sequence[str], platform: str,
                     glibc: tuple[int, int] | None, mode: str | None) -> dict[str, str] | None:
     """The environment to restart this process with so that glibc uses huge pages, or None to go on as is:
-    only for our tools, on Linux with glibc ≥ 2.35 (the tunable's first release) and the kernel's THP mode
+    only for our tools, on Linux with glibc ≥ :data:`MIN_GLIBC` and the kernel's THP mode
     ``madvise`` (``always`` gives huge pages without it, ``never`` none at all), when neither the user
     (``JAXMD_DP_HUGEPAGES=0``, or their own ``glibc.malloc.hugetlb``) nor an earlier restart decided."""
-    if (platform != "linux" or glibc is None or glibc < (2, 35) or mode != "madvise"
+    if (platform != "linux" or glibc is None or glibc < MIN_GLIBC or mode != "madvise"
             or environ.get(OPT_OUT) == "0" or RESTARTED in environ or tunable_value(environ) is not None
             or not is_our_tool(orig_argv)):
         return None
@@ -115,14 +116,16 @@ def reexec_with_hugepages() -> None:
 def status(environ: Mapping[str, str] | None = None) -> str:
     """One line for the training summary: whether XLA's CPU buffers get huge pages in this process."""
     environ = os.environ if environ is None else environ
+    if sys.platform != "linux":
+        return "not on Linux"
     mode, value = thp_mode(), tunable_value(environ)
-    if mode is None or sys.platform != "linux":
-        return "not on Linux" if sys.platform != "linux" else "unknown (no THP setting readable)"
+    if mode is None:
+        return "unknown (no THP setting readable)"
     if mode == "always":
         return "on (the kernel's THP mode is always)"
     if mode == "never":
         return "off (the kernel's THP mode is never)"
-    if value not in (None, "0") and (glibc_version() or (0, 0)) >= (2, 35):
+    if value not in (None, "0") and (glibc_version() or (0, 0)) >= MIN_GLIBC:
         return f"on (GLIBC_TUNABLES {TUNABLE}={value})"
     return (f"off: start Python with GLIBC_TUNABLES={TUNABLE}=1 for faster CPU steps "
             "(the jaxmd_dp command-line tools do this themselves)")

@@ -65,7 +65,7 @@ def test_thp_mode_and_tunable_value(tmp_path):
 
 
 def test_status_names_how_to_turn_it_on():
-    if sys.platform != "linux" or hp.thp_mode() != "madvise" or (hp.glibc_version() or (0, 0)) < (2, 35):
+    if sys.platform != "linux" or hp.thp_mode() != "madvise" or (hp.glibc_version() or (0, 0)) < hp.MIN_GLIBC:
         pytest.skip("this host's huge pages do not depend on the tunable")
     assert hp.status({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}).startswith("on (")
     off = hp.status({})
@@ -73,13 +73,9 @@ def test_status_names_how_to_turn_it_on():
 
 
 def expected_on_in_cli(env) -> bool:
-    """Whether a CLI started with ``env`` has huge pages on."""
-    mode, value = hp.thp_mode(), hp.tunable_value(env)
-    if mode == "always":
-        return True
-    if value is not None:
-        return value != "0" and (hp.glibc_version() or (0, 0)) >= (2, 35) and mode == "madvise"
-    return restart(env, glibc=hp.glibc_version(), mode=mode, platform=sys.platform) is not None
+    """Whether a CLI started with ``env`` has huge pages on: the status of the environment it restarts with."""
+    restarted = restart(env, glibc=hp.glibc_version(), mode=hp.thp_mode(), platform=sys.platform)
+    return hp.status(restarted or env).startswith("on")
 
 
 def test_cli_starts_over_with_huge_pages():
