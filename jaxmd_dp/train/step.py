@@ -189,10 +189,10 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
 
     Compiled for a short compile rather than the fastest run, as it runs once per ``disp_freq`` steps:
     XLA's backend optimisation level 1 (of 3; on the water step 1.5–1.7 s against 1.8 s, and no slower:
-    11.5–12.9 against 13.7–18.8 ms, 3 runs each) and XLA CPU's older element-wise emitters
-    (``xla_cpu_use_fusion_emitters`` off: the float32 table-64 evaluation step compiled in 1.10 against
-    1.60 s on water, 1.55 against 1.94 s on Al-Cu-Mg, and ran in 7.9 against 7.8 ms and 7.5 against
-    5.9 ms)."""
+    11.5–12.9 against 13.7–18.8 ms, 3 runs each). XLA CPU's older element-wise emitters
+    (``xla_cpu_use_fusion_emitters`` off) compiled it faster but ran it slower: water, table 64, 1.35
+    against 1.62 s and 10.7 against 8.2 ms in float32, 1.47 against 1.78 s and 14.2 against 11.3 ms in
+    float64 (session 29; the compile runs beside the first training step's)."""
 
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
@@ -200,7 +200,7 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
     return jax.jit(eval_step, static_argnums=3, compiler_options=eval_compiler_options())
 
 
-EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 @functools.lru_cache(maxsize=4)

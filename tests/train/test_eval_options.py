@@ -22,7 +22,7 @@ def test_no_cpu_options_off_the_cpu(fresh_cache):
 
 def test_unknown_option_dropped_known_kept(fresh_cache, monkeypatch):
     known = step.eval_compiler_options("cpu")
-    assert known and known.items() <= step.EVAL_CPU_OPTIONS.items()  # jaxlib 0.10 knows both
+    assert known and known.items() <= step.EVAL_CPU_OPTIONS.items()  # jaxlib 0.10 knows it
     step.eval_compiler_options.cache_clear()
     monkeypatch.setattr(step, "EVAL_CPU_OPTIONS", {**step.EVAL_CPU_OPTIONS, "xla_cpu_not_an_option": True})
     assert step.eval_compiler_options("cpu") == known
