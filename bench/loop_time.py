@@ -4,14 +4,19 @@ warm-up: a Trainer on CONFIG, ``fit`` for ``--warmup`` steps, then ``--steps`` m
     .venv/bin/python bench/loop_time.py CONFIG [--warmup 40] [--steps 200] [overrides...]
 
 Overrides are config keys, e.g. ``training.embedding_table=64``. Run it alternately from two checkouts
-(``PYTHONPATH=<worktree>``) to compare loop changes.
+to compare loop changes (each imports its own ``jaxmd_dp``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+# this checkout's package, also where an editable install of another checkout is on the path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,10 @@ import argparse
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+# this checkout's package, also where an editable install of another checkout is on the path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 T0 = time.perf_counter()
 

@@ -18,8 +18,13 @@ embedding nets and with ``training.embedding_table=64`` in one process, alternat
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+# this checkout's package, also where an editable install of another checkout is on the path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:
