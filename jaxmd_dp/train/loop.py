@@ -244,7 +244,7 @@ class Trainer:
         self.prefs = LossPrefs(ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f,
                                ls.start_pref_v, ls.limit_pref_v)
         self.train_step = self.workers.make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
-        self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr)
+        self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr, self.eval_batches())
         self._valid_ahead: concurrent.futures.Future | None = None  # the first validation batch, compiled ahead
 
         # parameters, statistics, optimizer state
@@ -364,9 +364,8 @@ class Trainer:
         pbc, sel, table = next(iter(groups))[1], self.hyper.sel, self.config.training.embedding_table
         tc = self.config.training
         samplers = {"train": (self.train_data, 0, tc.numb_steps)}
-        if self.valid_data is not None:  # numb_btch batches at step 1, every disp_freq steps and the last
-            evals = (tc.numb_steps // tc.disp_freq + 2) * tc.validation_data.numb_btch
-            samplers["valid"] = (self.valid_data, len(self.train_systems), evals)
+        if self.valid_data is not None:
+            samplers["valid"] = (self.valid_data, len(self.train_systems), self.eval_batches())
         plans = {}
         for which, (sampler, first, calls) in samplers.items():
             frames = np.asarray([min(int(b), s.nframes) for s, b in zip(sampler.systems, sampler.batch_sizes)])
@@ -471,6 +470,14 @@ class Trainer:
         d["training"]["seed"] = self.seed
         (self.out / "out.json").write_text(json.dumps(d, indent=2))
         (self.out / "run_info.json").write_text(json.dumps(run_info(self.seed, self.workers.size), indent=2))
+
+    def eval_batches(self) -> int:
+        """How many validation batches the run evaluates: ``numb_btch`` at step 1, every ``disp_freq`` steps
+        and the last (0 without validation data)."""
+        tc = self.config.training
+        if self.valid_data is None:
+            return 0
+        return (tc.numb_steps // tc.disp_freq + 2) * tc.validation_data.numb_btch
 
     def validate(self, params=None, lr=None) -> dict | None:
         """Validation metrics over ``numb_btch`` batches, weighted by atoms per frame (DeePMD-kit)."""

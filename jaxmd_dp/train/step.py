@@ -183,29 +183,37 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
     return jax.jit(train_step, static_argnums=3, donate_argnums=0)
 
 
-@functools.lru_cache(maxsize=16)
-def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float):
+def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0):
     """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static).
 
-    Compiled for a short compile rather than the fastest run, as it runs once per ``disp_freq`` steps:
-    XLA's backend optimisation level 1 (of 3; on the water step 1.5–1.7 s against 1.8 s, and no slower:
-    11.5–12.9 against 13.7–18.8 ms, 3 runs each). XLA CPU's older element-wise emitters
-    (``xla_cpu_use_fusion_emitters`` off) compiled it faster but ran it slower: water, table 64, 1.35
-    against 1.62 s and 10.7 against 8.2 ms in float32, 1.47 against 1.78 s and 14.2 against 11.3 ms in
-    float64 (session 29; the compile runs beside the first training step's)."""
+    evals: how many evaluation batches the run will take (0: few). The step runs once per batch of every
+    ``disp_freq`` steps, so its compile is cut short where a faster run would not pay for it: XLA's backend
+    optimisation level 1 of 3 always (on the water step 1.5–1.7 s against 1.8 s, and no slower: 11.5–12.9
+    against 13.7–18.8 ms, 3 runs each), and XLA CPU's older element-wise emitters below
+    :data:`MANY_EVALS` batches (water, table 64, session 29: 1.4 against 2.4 CPU-seconds of compile, on
+    the two cores the first training step's compile also uses, but 9.9 against 8.0 ms a batch in float32;
+    10.7 against 8.2 ms and 14.2 against 11.3 ms in float64 in another measure)."""
+    return _eval_step(hyper, prefs, start_lr, evals < MANY_EVALS)
 
+
+@functools.lru_cache(maxsize=16)
+def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool):
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
-    return jax.jit(eval_step, static_argnums=3, compiler_options=eval_compiler_options())
+    return jax.jit(eval_step, static_argnums=3, compiler_options=eval_compiler_options(few=few))
 
 
-EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1}
+EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1}  # every evaluation step on the CPU
+FEW_EVALS_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}  # and these for a run of few evaluations
+# ~1 CPU-second less compile (~0.5 s of start-up on 2 cores) against ~2 ms more per batch (water)
+MANY_EVALS = 300
 
 
 @functools.lru_cache(maxsize=4)
-def eval_compiler_options(backend: str | None = None) -> dict | None:
-    """The options of :data:`EVAL_CPU_OPTIONS` that this jaxlib accepts, on the CPU; None elsewhere.
+def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict | None:
+    """The options of :data:`EVAL_CPU_OPTIONS` (with ``few``, and :data:`FEW_EVALS_CPU_OPTIONS`) that this
+    jaxlib accepts, on the CPU; None elsewhere.
 
     Off the CPU they do not apply. A jaxlib may drop an option, and then every compile that names it fails
     ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
@@ -213,6 +221,7 @@ def eval_compiler_options(backend: str | None = None) -> dict | None:
     with them all (~20 ms, once per process), and only when that fails is each tried on its own."""
     if (backend or jax.default_backend()) != "cpu":
         return None
+    wanted = {**EVAL_CPU_OPTIONS, **(FEW_EVALS_CPU_OPTIONS if few else {})}
 
     def accepted(options: dict) -> bool:
         try:
@@ -223,6 +232,6 @@ def eval_compiler_options(backend: str | None = None) -> dict | None:
             return False
         return True
 
-    if accepted(EVAL_CPU_OPTIONS):
-        return dict(EVAL_CPU_OPTIONS)
-    return {k: v for k, v in EVAL_CPU_OPTIONS.items() if accepted({k: v})} or None
+    if accepted(wanted):
+        return wanted
+    return {k: v for k, v in wanted.items() if accepted({k: v})} or None

@@ -22,7 +22,15 @@ def test_no_cpu_options_off_the_cpu(fresh_cache):
 
 def test_unknown_option_dropped_known_kept(fresh_cache, monkeypatch):
     known = step.eval_compiler_options("cpu")
-    assert known and known.items() <= step.EVAL_CPU_OPTIONS.items()  # jaxlib 0.10 knows it
+    assert known == {**step.EVAL_CPU_OPTIONS, **step.FEW_EVALS_CPU_OPTIONS}  # jaxlib 0.10 knows them all
     step.eval_compiler_options.cache_clear()
     monkeypatch.setattr(step, "EVAL_CPU_OPTIONS", {**step.EVAL_CPU_OPTIONS, "xla_cpu_not_an_option": True})
     assert step.eval_compiler_options("cpu") == known
+
+
+def test_few_evaluations_compile_short_many_run_fast(fresh_cache):
+    """A run of few validation batches compiles the evaluation step with the older emitters (a shorter
+    compile), one of many without them (a faster step): the options differ by exactly those."""
+    few, many = step.eval_compiler_options("cpu", few=True), step.eval_compiler_options("cpu", few=False)
+    assert many == step.EVAL_CPU_OPTIONS
+    assert few == {**many, **step.FEW_EVALS_CPU_OPTIONS}

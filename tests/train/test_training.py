@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxmd_dp.config import config_from_dict
-from jaxmd_dp.train import Trainer
+from jaxmd_dp.train import Trainer, step
 from shared_paths import require  # noqa: E402
 from tiny import small_water_model
 
@@ -98,6 +98,18 @@ def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp
     after = Trainer(small_config(numb_steps=100), out, log=lambda *a: None)
     after.fit(10)
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
+
+
+def test_evaluation_step_follows_the_run_length(full_run, tmp_path):
+    """A short run's evaluation step is compiled for a short compile, a run of many validation batches
+    for a fast step (:func:`jaxmd_dp.train.step.make_eval_step`)."""
+    trainer, _, _ = full_run
+    assert trainer.eval_batches() == (100 // 10 + 2) * 1 < step.MANY_EVALS
+    assert trainer.eval_step is step._eval_step(trainer.hyper, trainer.prefs, trainer.schedule.start_lr, True)
+    long = Trainer(small_config(numb_steps=10_000), tmp_path / "long", log=lambda *a: None)
+    assert long.eval_batches() == 10_000 // 10 + 2 >= step.MANY_EVALS
+    assert long.eval_step is step._eval_step(long.hyper, long.prefs, long.schedule.start_lr, False)
+    assert long.eval_step is not trainer.eval_step
 
 
 def test_fresh_run_refuses_an_earlier_runs_directory(full_run):
