@@ -25,11 +25,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout's jaxmd_dp and pallas_kernels first on the path)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -13,10 +13,8 @@ import argparse
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-# this checkout's package, also where an editable install of another checkout is on the path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout's jaxmd_dp first on the path)
 
 T0 = time.perf_counter()
 

@@ -18,13 +18,10 @@ embedding nets and with ``training.embedding_table=64`` in one process, alternat
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-# this checkout's package, also where an editable install of another checkout is on the path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout's jaxmd_dp first on the path)
 
 
 def main(argv=None) -> int:
