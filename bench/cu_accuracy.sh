@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cu accuracy side by side: DeePMD-kit's input for the ASC22 copper set (../shared/bench/copper_asc22.json,
 # 142 training systems, batch "auto"), trained for STEPS steps by DeePMD-kit 3.2.0 (TensorFlow backend) and
-# by jaxmd_dp (exact embedding nets; TABLE=64 adds a run with training.embedding_table=64), one seed each
+# by jaxmd_dp (exact embedding nets; TABLE=64 adds a run with training.embedding_table=64), for each seed of SEEDS
 # (training.seed = descriptor.seed = fitting_net.seed = SEED). Then each model is tested, with its own
 # code's `test`, on all frames of
 #   held-out: the 26 cu_asc22 systems of 12–32 atoms that the input does not train on (vacuum left out:
