@@ -22,12 +22,12 @@ bash "$DK" install tf >/dev/null
 
 # The test sets as directories of links (both codes' `test` search a directory for systems).
 "$py" - "$SRC" "$out" <<'PY'
-import glob, json, os, sys
+import json, os, sys
+from jaxmd_dp.data.sampler import find_systems
 src, out = sys.argv[1], sys.argv[2]
 base = os.path.dirname(src)
 train = sorted(os.path.realpath(os.path.join(base, p)) for p in json.load(open(src))["training"]["training_data"]["systems"])
-root = os.path.realpath(os.path.join(base, "../data/cu_asc22"))
-every = sorted(os.path.dirname(os.path.realpath(p)) for p in glob.glob(f"{root}/**/type.raw", recursive=True))
+every = sorted(os.path.realpath(s) for s in find_systems(os.path.join(base, "../data/cu_asc22")))
 held = [s for s in every if s not in train and os.path.basename(s) != "vacuum"]
 for name, systems in (("held_out", held), ("training", train)):
     d = os.path.join(out, name)
