@@ -558,7 +558,10 @@ class LossConfig(_Section):
 
 @dataclass(frozen=True, kw_only=True)
 class OptimizerConfig(_Section):
-    """``optimizer``: Adam.  weight_decay is DeePMD-kit's (PyTorch Adam): an L2 term added to the gradients."""
+    """``optimizer``: Adam.  weight_decay is DeePMD-kit's (PyTorch Adam): an L2 term added to the gradients.
+    adam_form: where ε enters — "pytorch" m̂/(√v̂ + ε), as DeePMD-kit's PyTorch and JAX backends, or
+    "tensorflow" m̂/(√v̂ + ε/√(1−β₂ᵗ)), as its TensorFlow backend (tf AdamOptimizer); they differ only for
+    gradients ≲ 1e-6, and only the latter follows a TensorFlow run step for step."""
 
     _path = "optimizer"
 
@@ -566,6 +569,7 @@ class OptimizerConfig(_Section):
     adam_beta1: float = _field(_nonneg_float, 0.9)
     adam_beta2: float = _field(_nonneg_float, 0.999)
     weight_decay: float = _field(_nonneg_float, 0.0)
+    adam_form: str = _field(_choice(("pytorch", "tensorflow")), "pytorch")
 
     def _check(self) -> None:
         for name in ("adam_beta1", "adam_beta2"):

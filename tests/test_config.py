@@ -209,7 +209,8 @@ def test_defaults_filled():
                           "scale_by_worker": "linear"},
         "loss": {"type": "ener", "start_pref_e": 0.02, "limit_pref_e": 1.0, "start_pref_f": 1000.0,
                  "limit_pref_f": 1.0, "start_pref_v": 0.0, "limit_pref_v": 0.0},
-        "optimizer": {"type": "Adam", "adam_beta1": 0.9, "adam_beta2": 0.999, "weight_decay": 0.0},
+        "optimizer": {"type": "Adam", "adam_beta1": 0.9, "adam_beta2": 0.999, "weight_decay": 0.0,
+                      "adam_form": "pytorch"},
         "training": {
             "training_data": {"systems": "sys", "batch_size": "auto", "auto_prob": "prob_sys_size", "sys_probs": None,
                               "set_prefix": "set", "rglob_patterns": None, "min_pair_dist": 0.0},
@@ -313,6 +314,7 @@ def test_overrides(small_yaml):
             "model.descriptor.sel=[40, 90]",
             "learning_rate.start_lr=1e-4",
             "optimizer.weight_decay=0.01",  # a section the file does not have
+            "optimizer.adam_form=tensorflow",
             "training.num_steps=3000",  # DeePMD-kit alias, applied after: wins
             "training.validation_data.numb_btch = 5",
         ],
@@ -320,8 +322,10 @@ def test_overrides(small_yaml):
     assert cfg.training.numb_steps == 3000
     assert cfg.model.descriptor.sel == (40, 90)
     assert cfg.learning_rate.start_lr == 1e-4
-    assert cfg.optimizer.weight_decay == 0.01
+    assert cfg.optimizer.weight_decay == 0.01 and cfg.optimizer.adam_form == "tensorflow"
     assert cfg.training.validation_data.numb_btch == 5
+    with pytest.raises(InputError, match="'optimizer.adam_form'"):
+        load_config(small_yaml, ["optimizer.adam_form=tf"])
     assert load_config(small_yaml, ["training.validation_data=null"]).training.validation_data is None
     assert load_config(small_yaml, "training.seed=7").training.seed == 7  # one string is one override
 

@@ -239,7 +239,8 @@ class Trainer:
         self.schedule = exp_decay(lr.start_lr, lr.stop_lr, lr.decay_steps, tc.numb_steps, lr.decay_rate,
                                   scale=worker_scale(lr.scale_by_worker, self.workers.size))
         opt = config.optimizer
-        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay)
+        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay,
+                                        opt.adam_form)
         ls = config.loss
         self.prefs = LossPrefs(ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f,
                                ls.start_pref_v, ls.limit_pref_v)

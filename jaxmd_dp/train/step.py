@@ -76,13 +76,46 @@ def init_state(params, optimizer) -> TrainState:
     return jax.device_put(host_state(params, optimizer))
 
 
+def scale_by_adam_tf(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> optax.GradientTransformation:
+    """Adam as TensorFlow's ``AdamOptimizer`` computes it (DeePMD-kit's TensorFlow backend): the update
+    m·√(1−β₂ᵗ)/(1−β₁ᵗ)/(√v + ε), which is ``optax.scale_by_adam``'s m̂/(√v̂ + ε) with ε grown to ε/√(1−β₂ᵗ)
+    (Kingma & Ba's "ε-hat" form). The two differ only where |gradient| ≲ ε/√(1−β₂ᵗ) (3e-7 at step 1,
+    1.3e-8 by step 1,000). Same state (``optax.ScaleByAdamState``) as ``optax.scale_by_adam``, so either
+    form restarts from the other's checkpoints."""
+
+    def init(params):
+        return optax.ScaleByAdamState(jnp.zeros([], jnp.int32), optax.tree.zeros_like(params),
+                                      optax.tree.zeros_like(params))
+
+    def update(updates, state, params=None):
+        del params
+        mu = optax.tree.update_moment(updates, state.mu, b1, 1)
+        nu = optax.tree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
+        count = optax.safe_increment(state.count)
+
+        def step(m, v):
+            t = count.astype(m.dtype)
+            return jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (jnp.sqrt(v) + eps)
+
+        return jax.tree_util.tree_map(step, mu, nu), optax.ScaleByAdamState(count, mu, nu)
+
+    return optax.GradientTransformation(init, update)
+
+
+ADAM_FORMS = ("pytorch", "tensorflow")
+
+
 @functools.lru_cache(maxsize=16)
-def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0):
-    """Adam (torch's eps = 1e-8) with the learning-rate schedule; ``weight_decay`` adds an L2 term to the
-    gradient before Adam, as DeePMD-kit's PyTorch Adam does."""
+def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0,
+                   form: str = "pytorch"):
+    """Adam (ε = 1e-8) with the learning-rate schedule. ``form``: "pytorch" (``optax.scale_by_adam``, as
+    DeePMD-kit's PyTorch and JAX backends) or "tensorflow" (:func:`scale_by_adam_tf`, as its TensorFlow
+    backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does."""
+    if form not in ADAM_FORMS:
+        raise ValueError(f"Adam form {form!r}: expected one of {ADAM_FORMS}")
+    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8) if form == "pytorch" else scale_by_adam_tf(b1, b2, 1e-8)
     parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
-    parts += [optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8), optax.scale_by_learning_rate(schedule)]
-    return optax.chain(*parts)
+    return optax.chain(*parts, adam, optax.scale_by_learning_rate(schedule))
 
 
 def device_batch(batch: dict) -> dict:

@@ -80,15 +80,15 @@ def test_energy_loss_matches_numpy():
     assert set(m3) == {"rmse", "rmse_e", "rmse_f"}
 
 
-@pytest.mark.parametrize("weight_decay", [0.0, 1e-3])
-def test_init_state_is_the_optimizers_own_init(weight_decay):
+@pytest.mark.parametrize("weight_decay,form", [(0.0, "pytorch"), (1e-3, "pytorch"), (0.0, "tensorflow")])
+def test_init_state_is_the_optimizers_own_init(weight_decay, form):
     """init_state builds the optimizer state from shapes and zeros (no compile): it must equal what
     ``optimizer.init`` gives, leaf by leaf, in structure, dtype and value."""
     import jax
 
     from jaxmd_dp.train.step import init_state, make_optimizer
 
-    opt = make_optimizer(exp_decay(1e-3, 1e-8, 100, 1000), weight_decay=weight_decay)
+    opt = make_optimizer(exp_decay(1e-3, 1e-8, 100, 1000), weight_decay=weight_decay, form=form)
     params = {"a": {"w": np.full((3, 4), 0.5, np.float32), "b": np.ones(4, np.float64)}, "c": np.arange(5.0)}
     state = init_state(params, opt)
     ref = opt.init(params)
@@ -96,3 +96,34 @@ def test_init_state_is_the_optimizers_own_init(weight_decay):
     for a, b in zip(jax.tree_util.tree_leaves(state.opt_state), jax.tree_util.tree_leaves(ref)):
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(np.asarray(a), np.asarray(b))
     assert int(state.step) == 0 and int(state.first_bad) == -1
+
+
+def test_adam_tensorflow_form_follows_tf_adam_optimizer():
+    """form="tensorflow" is TensorFlow's AdamOptimizer update, written here as TF computes it:
+    lr_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ), w −= lr_t·m/(√v + ε). On gradients far above ε it agrees with the
+    PyTorch form; on gradients near ε (here 1e-8) the PyTorch form's steps are several times larger."""
+    import jax
+    import optax
+
+    from jaxmd_dp.train.step import make_optimizer
+
+    schedule = exp_decay(1e-3, 1e-8, 2, 20)
+    rng = np.random.default_rng(0)
+    grads = [np.concatenate([rng.normal(size=4), 1e-8 * rng.normal(size=4)]) for _ in range(5)]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    w_ref, m, v = np.zeros(8), np.zeros(8), np.zeros(8)
+    runs = {}
+    for form in ("tensorflow", "pytorch"):
+        opt = make_optimizer(schedule, form=form)
+        w, state = jax.numpy.zeros(8), opt.init(jax.numpy.zeros(8))
+        for g in grads:
+            u, state = opt.update(jax.numpy.asarray(g), state, w)
+            w = optax.apply_updates(w, u)
+        runs[form] = np.asarray(w)
+    for t, g in enumerate(grads, start=1):
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        lr_t = float(schedule(t - 1)) * np.sqrt(1 - b2**t) / (1 - b1**t)
+        w_ref = w_ref - lr_t * m / (np.sqrt(v) + eps)
+    np.testing.assert_allclose(runs["tensorflow"], w_ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(runs["pytorch"][:4], w_ref[:4], rtol=1e-4)
+    assert np.all(np.abs(runs["pytorch"][4:]) > 3 * np.abs(w_ref[4:]))
