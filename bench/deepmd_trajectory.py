@@ -60,34 +60,23 @@ def fixed_batch_system(system: Path, frames: int, out: Path) -> int:
 
 def tf_to_ours(tf: dict, hyper):
     """DeePMD-kit TF variables (checkpoint names) → our (params, stats)."""
+    import jax
+
     from jaxmd_dp.model.energy import Stats, param_shapes
 
-    shapes = param_shapes(hyper)
     nt = hyper.ntypes
-    params = {"descriptor": {}, "fitting": {}}
-    nemb = len(hyper.neuron)
-    for k in shapes["descriptor"]:
-        idx = int(k.split("_")[1])
-        if hyper.type_one_side:
-            scope, j = "filter_type_all", idx
-        else:
-            j, i = divmod(idx, nt)
-            scope = f"filter_type_{i}"
-        params["descriptor"][k] = {
-            f"layer_{l}": {leaf: tf[f"{scope}/{leaf}_{l + 1}_{j}"].reshape(shapes["descriptor"][k][f"layer_{l}"][leaf].shape)
-                           for leaf in shapes["descriptor"][k][f"layer_{l}"]}
-            for l in range(nemb)}
-    nfit = len(hyper.fit_neuron)
-    for k in shapes["fitting"]:
-        t = int(k.split("_")[1])
-        net = {}
-        for l, layer in shapes["fitting"][k].items():
-            li = int(l.split("_")[1])
-            scope = f"layer_{li}_type_{t}" if li < nfit else f"final_layer_type_{t}"
-            net[l] = {leaf: tf[f"{scope}/{leaf}"].reshape(s.shape) for leaf, s in layer.items()}
-        params["fitting"][k] = net
-    params = {top: {k: {l: {leaf: np.asarray(v, shapes[top][k][l][leaf].dtype) for leaf, v in layer.items()}
-                        for l, layer in net.items()} for k, net in nets.items()} for top, nets in params.items()}
+
+    def tf_name(path) -> str:
+        top, net, layer, leaf = (p.key for p in path)
+        k, li = int(net.split("_")[1]), int(layer.split("_")[1])
+        if top == "descriptor":  # filter_type_{all | centre type}/{leaf}_{layer + 1}_{neighbour type}
+            scope, j = ("filter_type_all", k) if hyper.type_one_side else (f"filter_type_{k % nt}", k // nt)
+            return f"{scope}/{leaf}_{li + 1}_{j}"
+        scope = f"layer_{li}_type_{k}" if li < len(hyper.fit_neuron) else f"final_layer_type_{k}"
+        return f"{scope}/{leaf}"
+
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, s: np.asarray(tf[tf_name(path)], s.dtype).reshape(s.shape), param_shapes(hyper))
     shape = (nt, hyper.nnei, 4)
     stats = Stats(tf["descrpt_attr/t_avg"].reshape(shape), tf["descrpt_attr/t_std"].reshape(shape),
                   tf["fitting_attr/t_bias_atom_e"].reshape(nt))
