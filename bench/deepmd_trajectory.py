@@ -83,19 +83,6 @@ def tf_to_ours(tf: dict, hyper):
     return params, stats
 
 
-def flat(tree, prefix=""):
-    if isinstance(tree, dict):
-        for k in sorted(tree):
-            yield from flat(tree[k], f"{prefix}/{k}" if prefix else k)
-    else:
-        yield prefix, np.asarray(tree, np.float64)
-
-
-def lcurve(path: Path) -> dict[int, list[float]]:
-    rows = [line.split() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    return {int(r[0]): [float(x) for x in r[1:]] for r in rows}
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("input", type=Path)
@@ -107,8 +94,11 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    from flax.traverse_util import flatten_dict
+
     from jaxmd_dp.model.energy import ModelHyper
     from jaxmd_dp.model_io import load_model, save_model
+    from jaxmd_dp.plot import read_lcurve
 
     src = json.loads(a.input.read_text())
     out = (a.out or Path("runs/trajectory") / a.input.stem).resolve()
@@ -118,15 +108,15 @@ def main() -> None:
     systems = src["training"]["training_data"]["systems"]
     first = (a.input.parent / (systems if isinstance(systems, str) else systems[0])).resolve()
     nf = fixed_batch_system(first, a.frames, out / "batch")
-    d = json.loads(json.dumps(src))
-    d["training"]["training_data"] = {"systems": [str(out / "batch")], "batch_size": nf}
-    d["training"].pop("validation_data", None)
-    d["training"].update(numb_steps=a.steps, disp_freq=1, save_freq=10 * a.steps)
-    d["learning_rate"]["decay_steps"] = max(1, a.steps // 4)
-    (out / "input.json").write_text(json.dumps(d, indent=1))
-    d["training"]["numb_steps"] = 0
-    (out / "input0.json").write_text(json.dumps(d, indent=1))
-    print(f"batch: {nf} frames of {first}; {a.steps} steps, decay every {max(1, a.steps // 4)}", flush=True)
+    decay = max(1, a.steps // 4)
+    training = src["training"]
+    training["training_data"] = {"systems": [str(out / "batch")], "batch_size": nf}
+    training.pop("validation_data", None)
+    training.update(numb_steps=a.steps, disp_freq=1, save_freq=10 * a.steps)
+    src["learning_rate"]["decay_steps"] = decay
+    (out / "input.json").write_text(json.dumps(src, indent=1))
+    (out / "input0.json").write_text(json.dumps({**src, "training": {**training, "numb_steps": 0}}, indent=1))
+    print(f"batch: {nf} frames of {first}; {a.steps} steps, decay every {decay}", flush=True)
 
     tf_py = Path(subprocess.run(["bash", str(DK), "install", "tf"], check=True, capture_output=True,
                                 text=True).stdout.split()[-1]).parent / "python"
@@ -152,27 +142,27 @@ def main() -> None:
                        check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(checkout.ROOT)})
     _, paramsN, _ = load_model(out / "ours")
 
-    lt, lo = lcurve(out / "tf" / "lcurve.out"), lcurve(out / "ours" / "lcurve.out")
-    cols = (out / "tf" / "lcurve.out").read_text().splitlines()[0].split()[2:]
+    lt, lo = read_lcurve(out / "tf" / "lcurve.out"), read_lcurve(out / "ours" / "lcurve.out")
+    cols = [c for c in lt if c != "step"]
+    ours_row = {int(s): i for i, s in enumerate(lo["step"])}
     print(f"{'step':>5} " + " ".join(f"{c + ' tf':>14} {'ours':>9}" for c in cols))
     worst, worst_abs = np.zeros(len(cols)), np.zeros(len(cols))
-    for k in sorted(lt):
-        if k + 1 not in lo:
+    for i, k in enumerate(lt["step"].astype(int)):
+        if k + 1 not in ours_row:
             continue
-        t, o = lt[k], lo[k + 1]
+        t, o = [lt[c][i] for c in cols], [lo[c][ours_row[k + 1]] for c in cols]
         worst = np.maximum(worst, [abs(x - y) / max(abs(x), 1e-300) for x, y in zip(t, o)])
         worst_abs = np.maximum(worst_abs, [abs(x - y) for x, y in zip(t, o)])
         print(f"{k:5d} " + " ".join(f"{x:14.3e} {y:9.3e}" for x, y in zip(t, o)))
     print("largest difference per column (of 3 printed digits), relative / absolute: "
           + ", ".join(f"{c} {w:.1e} / {v:.1e}" for c, w, v in zip(cols, worst, worst_abs)))
 
-    oursN = dict(flat(paramsN))
-    tfN_ours = dict(flat(tf_to_ours(tfN, hyper)[0]))
-    start = dict(flat(params0))
+    oursN, start, tfN_ours = ({k: np.asarray(v, np.float64) for k, v in flatten_dict(tree, sep="/").items()}
+                              for tree in (paramsN, params0, tf_to_ours(tfN, hyper)[0]))
     print(f"\nweights after {a.steps} steps (adam_form={a.adam_form}):")
     print(f"{'array':38s} {'|ours-tf|/|tf|':>15} {'|tf-W0|/|W0|':>13}")
     worst = 0.0
-    for k in tfN_ours:
+    for k in sorted(tfN_ours):
         diff = np.linalg.norm(oursN[k] - tfN_ours[k]) / np.linalg.norm(tfN_ours[k])
         moved = np.linalg.norm(tfN_ours[k] - start[k]) / np.linalg.norm(start[k])
         worst = max(worst, diff)
