@@ -648,6 +648,9 @@ class TrainingConfig(_Section):
     pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
     enough sel slots empty, and hold only the neighbour slots the data fills (same results;
     :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
+    pair_sharing (jaxmd_dp): with pair_packing, run the embedding nets once per pair of same-type atoms,
+    whose two slots hold the same s (:mod:`jaxmd_dp.geometry.pair_partner`; same results to rounding);
+    applies with type_one_side, DeePMD's per-type statistics and no atom over sel.
     embedding_table (jaxmd_dp): 0 (default) runs the embedding nets on every pair; N from 16 to 1024 trains
     with them tabulated on N nodes per step (DeePMD-kit's model compression, used while training; quintic
     interpolation; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 64 is a good value:
@@ -716,6 +719,7 @@ class TrainingConfig(_Section):
     strict_sel: bool = _field(_bool, False)
     kernels: str = _field(_choice(KERNELS), "auto")
     pair_packing: bool = _field(_bool, True)
+    pair_sharing: bool = _field(_bool, True)
     embedding_table: int = _field(_table_nodes, 0)
     neighbor_cache_mb: int = _field(_nonneg_int, 2048)
     merge_batches: bool = _field(_bool, True)

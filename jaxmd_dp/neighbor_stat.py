@@ -48,6 +48,7 @@ class NeighborStats:
     min_dist_per_system: np.ndarray | None = None
     max_pairs_per_system: np.ndarray | None = None
     max_nbor_per_system: np.ndarray | None = None
+    max_unique_pairs_per_system: np.ndarray | None = None  # max_pairs with each same-type pair counted once
     env_sums_per_system: list[np.ndarray] | None = None  # with rcut_smth: (nframes, ntypes, 5) per system
 
 
@@ -60,7 +61,8 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 @partial(jax.jit, static_argnums=(0, 1))
 def _frame_stats(spec, rcut_smth, coord, box, atype):
     """((nframes, ntypes) most neighbours of each type of an atom, (nframes,) min distance to the nearest
-    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type, and with ``rcut_smth``
+    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type (and the same with each pair
+    of same-type atoms counted once), and with ``rcut_smth``
     (else None) the environment-matrix sums (nframes, ntypes, 5) of :func:`geometry.stats.candidate_sums`)
     of these frames; atype (nframes, natoms).
 
@@ -74,7 +76,9 @@ def _frame_stats(spec, rcut_smth, coord, box, atype):
     def reduce(c, t):
         dmin = jnp.sqrt(jnp.min(jnp.where(c.valid, c.r2, jnp.inf)))
         sums = None if rcut_smth is None else candidate_sums(c, t, nt, rcut_smth, spec.rcut)
-        return jnp.max(c.nneigh[0], axis=0), dmin, c.cell_overflow, jnp.sum(c.nneigh[0], axis=0), sums
+        pairs = jnp.sum(c.nneigh[0], axis=0)  # (ntypes,)
+        same = jnp.stack([jnp.sum(jnp.where(t[0] == k, c.nneigh[0][:, k], 0)) for k in range(nt)])
+        return jnp.max(c.nneigh[0], axis=0), dmin, c.cell_overflow, jnp.stack([pairs, pairs - same // 2]), sums
 
     nmax, dmin, overflow, pairs, sums = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
     return nmax, dmin, jnp.any(overflow), pairs, sums
@@ -91,7 +95,9 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     of small systems compiles a handful of times, not once per system. ``method``: neighbour-list
     method (see ``neighbor.allocate``). Per system: ``min_dist_per_system`` (nsystems,) its shortest
     distance; ``max_nbor_per_system`` and ``max_pairs_per_system`` (nsystems, ntypes) the most neighbours
-    of each type of one atom, and of all atoms of one frame. With ``rcut_smth`` (Å, not with ``one_type``)
+    of each type of one atom, and of all atoms of one frame; ``max_unique_pairs_per_system`` the latter with
+    each pair of same-type atoms counted once (the slots :func:`jaxmd_dp.geometry.pair_partner.pair_partners`
+    leaves to the nets, when no list is cut short by sel). With ``rcut_smth`` (Å, not with ``one_type``)
     and ``sum_frames`` (frame indices per system, for the first len(sum_frames) systems) also
     ``env_sums_per_system``: those frames' environment-matrix sums (nframes, ntypes, 5) per system, NaN for
     the other frames (all frames of an atom-count group are summed when at most :data:`SUM_ALL_FRAMES` are
@@ -105,6 +111,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     nmax_sys = np.zeros((len(systems), nt), int)
     dmin_sys = np.full(len(systems), math.inf)
     pairs_sys = np.zeros((len(systems), nt), int)
+    unique_sys = np.zeros((len(systems), nt), int)
     if one_type or sum_frames is None:
         rcut_smth = None
     sums_sys = None if rcut_smth is None else [np.full((s.coord.shape[0], nt, 5), np.nan) for s in systems]
@@ -149,7 +156,8 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
                         sums_sys[o][f] = row
                 np.maximum.at(nmax_sys, owner[r], np.asarray(m)[:real])
                 np.minimum.at(dmin_sys, owner[r], np.asarray(d)[:real])
-                np.maximum.at(pairs_sys, owner[r], np.asarray(pairs)[:real])
+                np.maximum.at(pairs_sys, owner[r], np.asarray(pairs)[:real, 0])
+                np.maximum.at(unique_sys, owner[r], np.asarray(pairs)[:real, 1])
 
     # groups on two threads: one group's compile (XLA's, mostly on one core) and host work between chunks
     # beside another's scan (Cu's ASC22 input: 3 groups, 15,309 frames)
@@ -159,7 +167,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
     return NeighborStats(float(rcut), names, nmax_sys.max(axis=0, initial=0), float(dmin_sys.min(initial=math.inf)),
                          int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys,
-                         nmax_sys, sums_sys)
+                         nmax_sys, unique_sys, sums_sys)
 
 
 def _type_map_of(paths: list[str]) -> list[str] | None:

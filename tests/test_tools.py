@@ -234,9 +234,11 @@ def test_freeze_export(tmp_path, tiny_model, tiny_ref):
 # ---------------------------------------------------------------------------------------------- neighbor_stat
 
 
-def brute_force_stats(coord, box, atype, rcut, ntypes):
+def brute_force_stats(coord, box, atype, rcut, ntypes, unique=None):
     """Independent numpy count: every pair over every periodic image within reach. Returns the most
-    neighbours of each type per atom, the shortest distance, and the most pairs of each type per frame."""
+    neighbours of each type per atom, the shortest distance, and the most pairs of each type per frame;
+    ``unique`` (an (ntypes,) array) gets the most pairs of each type per frame with each pair of same-type
+    atoms counted once."""
     nmax = np.zeros(ntypes, int)
     pairs = np.zeros(ntypes, int)
     dmin = np.inf
@@ -258,6 +260,9 @@ def brute_force_stats(coord, box, atype, rcut, ntypes):
         for t in range(ntypes):
             nmax[t] = max(nmax[t], int((within & (atype[None, :, None] == t)).sum(axis=(1, 2)).max()))
             pairs[t] = max(pairs[t], int((within & (atype[None, :, None] == t)).sum()))
+            if unique is not None:
+                same = int((within & (atype[None, :, None] == t) & (atype[:, None, None] == t)).sum())
+                unique[t] = max(unique[t], int((within & (atype[None, :, None] == t)).sum()) - same // 2)
         if within.any():
             dmin = min(dmin, float(r[within].min()))
     return nmax, dmin, pairs
@@ -295,10 +300,13 @@ def test_neighbor_stat_two_types_cell_list():
     from jaxmd_dp.data.system import load_system
 
     w = _frames(load_system(require("water/data_3"), ["O", "H"]), 2)
-    want_n, want_d, want_pairs = brute_force_stats(w.coord, w.box, w.atype, 6.0, 2)
+    unique = np.zeros(2, int)
+    want_n, want_d, want_pairs = brute_force_stats(w.coord, w.box, w.atype, 6.0, 2, unique)
     st = nstat.neighbor_stat([w], 6.0, 2, type_map=["O", "H"], chunk=2)
     assert st.max_nbor_size.tolist() == want_n.tolist() and st.type_map == ["O", "H"]
     assert st.max_pairs_per_system.tolist() == [want_pairs.tolist()]  # the trainer's pair-packing sizes
+    assert st.max_unique_pairs_per_system.tolist() == [unique.tolist()]  # and with pair sharing
+    assert np.all(unique < want_pairs)
     assert st.min_nbor_dist == pytest.approx(want_d, rel=1e-12)
 
 
@@ -312,9 +320,11 @@ def test_neighbor_stat_groups_of_atom_counts_on_two_threads():
     st = nstat.neighbor_stat(systems, 5.0, 1, type_map=["Cu"], chunk=2)
     assert len({s.natoms for s in systems}) == 3
     for k, s in enumerate(systems):
-        want_n, want_d, want_pairs = brute_force_stats(s.coord, s.box, s.atype, 5.0, 1)
+        unique = np.zeros(1, int)
+        want_n, want_d, want_pairs = brute_force_stats(s.coord, s.box, s.atype, 5.0, 1, unique)
         assert st.max_nbor_per_system[k].tolist() == want_n.tolist(), k
         assert st.max_pairs_per_system[k].tolist() == want_pairs.tolist(), k
+        assert st.max_unique_pairs_per_system[k].tolist() == [want_pairs[0] // 2], k  # one type: half
         assert st.min_dist_per_system[k] == pytest.approx(want_d, rel=1e-12), k
 
 

@@ -154,7 +154,7 @@ def param_shapes(hyper: ModelHyper):
 def atomic_energy(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False,
+    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False, partner: jax.Array | None = None,
 ) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
@@ -188,7 +188,7 @@ def atomic_energy(
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, kernels)
     packing = None if pack is None and not table else Packing(
         nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), None if pack is None else tuple(pack), keep, int(table),
-        bool(uniform_empty))
+        bool(uniform_empty), None if table else partner)
     e = DeepPot(hyper).apply({"params": params}, R, atype, capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -218,14 +218,14 @@ class Prediction(NamedTuple):
 def predict(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array, nlist,
     capacity: tuple[int, ...] | None = None, kernels: str | None = None, pack: tuple[int, ...] | None = None,
-    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False,
+    keep: tuple[int, ...] | None = None, table: int = 0, uniform_empty: bool = False, partner: jax.Array | None = None,
 ) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r. The virial is −∂E/∂ε under the homogeneous strain r → r(I + ε),
     box → box(I + ε) (row vectors), transposed to DeePMD-kit's layout V[k, j] = Σ_i F_ik r_ij (over
     atoms and periodic images), flattened row-major to (nf, 9). ``pack``, ``keep``, ``table``,
-    ``uniform_empty``: see :func:`atomic_energy`.
+    ``uniform_empty``, ``partner``: see :func:`atomic_energy`.
     """
     nf = coord.shape[0]
 
@@ -234,7 +234,7 @@ def predict(
         c2 = jnp.einsum("fni,fij->fnj", c, strain)
         b2 = None if box is None else jnp.einsum("fki,fij->fkj", box, strain)
         ae = atomic_energy(hyper, params, stats, c2, b2, atype, nlist, capacity, kernels, pack, keep, table,
-                           uniform_empty)
+                           uniform_empty, partner)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nf, 3, 3), coord.dtype)
@@ -247,7 +247,7 @@ def predict_merged(
     hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
     frame: jax.Array, nlist, nframes: int, capacity: tuple[int, ...] | None = None,
     pack: tuple[int, ...] | None = None, keep: tuple[int, ...] | None = None, table: int = 0,
-    uniform_empty: bool = False,
+    uniform_empty: bool = False, partner: jax.Array | None = None,
 ) -> Prediction:
     """:func:`predict` for several frames laid end to end in one list of atoms (a merged batch, see
     :mod:`jaxmd_dp.train.merge`): the same numbers, one array shape for frames of any size.
@@ -266,7 +266,7 @@ def predict_merged(
         c2 = times_cell(c[0], strain[frame])[None]
         cells = None if box is None else times_cell(box.astype(c.dtype), strain[:, None])[frame][None]  # (1, atoms, 3, 3)
         ae = atomic_energy(hyper, params, stats, c2, cells, atype, nlist, capacity, "jnp", pack, keep, table,
-                           uniform_empty)
+                           uniform_empty, partner)
         return jnp.sum(ae), ae
 
     eps0 = jnp.zeros((nframes, 3, 3), coord.dtype)

@@ -43,6 +43,10 @@ class Packing(NamedTuple):
     uniform: (static) every slot of each neighbour type's section holds the same empty row, for each
       centre type (:func:`uniform_empty`): the empty slots' share is then computed from one row per
       section (:func:`empty_slot_term`).
+    partner: (nf, natoms, nkept) int, or None: each slot's reverse pair
+      (:func:`~jaxmd_dp.geometry.pair_partner.pair_partners` of the list), so that the nets run once per
+      pair of same-type atoms (:func:`packed_embedding`; needs ``uniform`` and one net per neighbour type,
+      and ``sizes`` for the pairs kept).
     """
 
     mask: jax.Array
@@ -51,6 +55,7 @@ class Packing(NamedTuple):
     keep: tuple[int, ...] | None = None
     table: int = 0
     uniform: bool = False
+    partner: jax.Array | None = None
 
 
 PACK_MAX_FILL = 0.85  # pack only when the packed blocks are at most this fraction of the slots
@@ -121,53 +126,54 @@ def _take_rows(x: jax.Array, rows: jax.Array, keep: jax.Array) -> jax.Array:
     return jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 2)), r, 0)
 
 
-# pack and unpack are linear maps, each the other's transpose; both are gathers. Giving them custom VJPs
-# in terms of each other keeps every derivative (forces, and the weight gradient through the forces) a
-# gather too, instead of the scatter-add that differentiating a gather gives (slow on CPU).
+# Packing and unpacking are linear maps, each the other's transpose; both are gathers (sums of at most two).
+# Giving each a custom VJP in terms of the other keeps every derivative (forces, and the weight gradient
+# through the forces) a gather too, instead of the scatter-add that differentiating a gather gives (slow
+# on CPU).
 @jax.custom_vjp
-def pack(x: jax.Array, idx: jax.Array, inv: jax.Array, mask: jax.Array, valid: jax.Array) -> jax.Array:
-    """Real slots of x (nf, nslots, ...) in packed order → (nf, size, ...); rows past the count are 0."""
-    return _take_rows(x, idx, valid)
+def take(x: jax.Array, fwd: tuple, bwd: tuple) -> jax.Array:
+    """Σ over (rows, keep) in ``fwd`` of x's rows ``rows``, 0 where not ``keep``: x (nf, m, ...) → (nf, k, ...)
+    for rows, keep (nf, k). ``bwd`` lists the same for the transpose map (its VJP), (nf, m) each."""
+    return sum(_take_rows(x, rows, keep) for rows, keep in fwd)
 
 
-@jax.custom_vjp
-def unpack(y: jax.Array, idx: jax.Array, inv: jax.Array, mask: jax.Array, valid: jax.Array) -> jax.Array:
-    """Packed rows y (nf, size, ...) back to their slots → (nf, nslots, ...); empty slots are 0."""
-    return _take_rows(y, inv, mask)
+def _take_fwd(x, fwd, bwd):
+    return take(x, fwd, bwd), (fwd, bwd)
 
 
-def _pack_fwd(x, idx, inv, mask, valid):
-    return pack(x, idx, inv, mask, valid), (idx, inv, mask, valid)
+def _take_bwd(res, ct):
+    fwd, bwd = res
+    return take(ct, bwd, fwd), jax.tree_util.tree_map(lambda _: None, fwd), jax.tree_util.tree_map(lambda _: None, bwd)
 
 
-def _pack_bwd(res, ct):
-    return (unpack(ct, *res), None, None, None, None)
+take.defvjp(_take_fwd, _take_bwd)
 
 
-def _unpack_fwd(y, idx, inv, mask, valid):
-    return unpack(y, idx, inv, mask, valid), (idx, inv, mask, valid)
-
-
-def _unpack_bwd(res, ct):
-    return (pack(ct, *res), None, None, None, None)
-
-
-pack.defvjp(_pack_fwd, _pack_bwd)
-unpack.defvjp(_unpack_fwd, _unpack_bwd)
-
-
-def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int) -> jax.Array:
+def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax.Array | None = None) -> jax.Array:
     """G(s) of the real pairs of one neighbour-type section, the net run on a packed block.
 
     net: embedding net, (..., 1) → (..., M1). R: (nf, n, sel_t, 4) normalised rows; mask: (nf, n, sel_t).
     Returns G: (nf, n, sel_t, M1), 0 in empty slots (their share is :func:`empty_slot_term`).
+
+    partner: (nf, n · sel_t) flat slot of each slot's reverse pair in this section, −1 for none
+    (:func:`~jaxmd_dp.geometry.pair_partner.section_partners`): the two slots of a pair hold the same s
+    (same-type atoms, per-type statistics), so the block holds one of them, the one with the lower flat
+    index, and both slots take its G. ``size`` then bounds the frame's real slots minus its partnered
+    pairs. The derivatives reach the coordinates through the kept slot's s, the same function of the
+    pair's distance as the other's.
     """
     nf, n, s = mask.shape
     flat = mask.reshape(nf, n * s)
-    idx, inv = pack_index(flat, size)
-    valid = jnp.arange(size) < jnp.sum(flat, axis=-1, keepdims=True)  # (nf, size)
-    s_packed = pack(R[..., 0].reshape(nf, n * s), idx, inv, flat, valid)  # (nf, size)
-    return unpack(net(s_packed[..., None]), idx, inv, flat, valid).reshape(nf, n, s, -1)
+    kept = flat if partner is None else flat & ((partner < 0) | (jnp.arange(n * s) < partner))
+    idx, pos = pack_index(kept, size)
+    valid = jnp.arange(size) < jnp.sum(kept, axis=-1, keepdims=True)  # (nf, size)
+    inv, fold = pos, ((idx, valid),)
+    if partner is not None:  # the other slot of a pair reads the kept slot's row
+        inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
+        other = jnp.take_along_axis(partner, idx, axis=1)  # (nf, size): the partner of each row's slot
+        fold += ((jnp.maximum(other, 0), valid & (other >= 0)),)
+    s_packed = take(R[..., 0].reshape(nf, n * s), ((idx, valid),), ((pos, kept),))  # (nf, size)
+    return take(net(s_packed[..., None]), ((inv, flat),), fold).reshape(nf, n, s, -1)
 
 
 def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre, uniform: bool = False) -> jax.Array:

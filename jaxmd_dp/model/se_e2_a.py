@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
+from jaxmd_dp.geometry.pair_partner import section_partners
 from jaxmd_dp.model.embed_table import table_env_product
 from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
 from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
@@ -94,6 +95,8 @@ class DescriptorSeA(nn.Module):
                 nets[k] = EmbeddingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"embed_{k}")
             return nets[k]
 
+        if packing is not None and packing.partner is not None and not (self.type_one_side and packing.uniform):
+            raise ValueError("pair partners need type_one_side and per-type (uniform) statistics")
         if self.type_one_side:
             return self._descriptor(R, lambda tj: net(self.embedding_index(tj, 0)), packing, atype)
         capacity = capacity or default_capacity(self.ntypes, R.shape[1])
@@ -122,8 +125,10 @@ class DescriptorSeA(nn.Module):
                 empty = packing.empty[:, sec[tj] : sec[tj + 1], :].astype(self.dtype)
                 if packing.table:  # Rᵀ·G from a node table, one matmul per atom
                     T = T + table_env_product(net_for(tj), Rt, mask, packing.table)
-                else:  # the net on the packed pairs, 0 in empty slots
-                    T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj]))
+                else:  # the net on the packed pairs (once per pair with partners), 0 in empty slots
+                    part = None if packing.partner is None else section_partners(
+                        packing.partner[:, :, ksec[tj]:ksec[tj + 1]], int(ksec[-1]), int(ksec[tj]), int(held[tj]))
+                    T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], part))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
         D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)

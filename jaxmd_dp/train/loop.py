@@ -49,6 +49,11 @@ if TYPE_CHECKING:
     from jaxmd_dp.neighbor_stat import NeighborStats
 
 
+# rows of head-room in each shared block: a pair at rcut to the last bit may sit in one of its atoms' lists
+# only (the two distances are rounded apart), and such a slot needs a row of its own
+SHARE_SLACK = 8
+
+
 def system_paths(systems) -> list[str]:
     """A config's ``systems``: a list of system directories, or one directory searched for systems."""
     if isinstance(systems, str):
@@ -231,6 +236,10 @@ class Trainer:
         if self.valid_data is not None:
             self.log(self.valid_data.summary_table("validation"))
         self._fitting_boxes: set = set()  # (spec, box bytes) that neighbor.fits accepted (layout_for)
+        # pair sharing needs every same-type pair in both lists (no atom over sel) and one net per neighbour
+        # type; the statistics' part (uniform_empty) is checked once they are known
+        self._share = bool(tc.pair_sharing and tc.pair_packing and not tc.embedding_table and self.hyper.type_one_side
+                           and np.all(self.scan.max_nbor_per_system.max(axis=0) <= np.asarray(self.hyper.sel)))
         self.layouts = self._allocate_layouts()
 
         # optimisation
@@ -313,7 +322,10 @@ class Trainer:
         groups: dict = {}
         for k, s in enumerate(systems_all):
             groups.setdefault((s.natoms, s.pbc), []).append(k)
-        pairs = self.scan.max_pairs_per_system if self.config.training.pair_packing else None
+        pairs = None
+        if self.config.training.pair_packing:  # block sizes: real pairs, or with sharing the pairs kept
+            pairs = (self.scan.max_unique_pairs_per_system + SHARE_SLACK if self._share
+                     else self.scan.max_pairs_per_system)
         table = self.config.training.embedding_table
         self.merged = self._merge_plans(groups, pairs)
         layouts = {}
@@ -328,14 +340,15 @@ class Trainer:
                 keep = next(iter(self.merged.values()))[0][1].spec.sel
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack, table)
+                                       self.config.training.kernels, pack, table, share=self._share and pack is not None)
         packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
                   for (n, _), lay in layouts.items() if lay.pack and not self.merged]
         packed += [f"merged {which} batches of {shape.atoms} atoms: {list(lay.pack)} pairs, slots {list(lay.spec.sel)}"
                    for which, plan in self.merged.items() for shape, lay in plan if lay.pack]
         if packed:
-            self.log("embedding nets on real neighbour pairs only (training.pair_packing), per frame "
-                     + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
+            self.log("embedding nets on real neighbour pairs only (training.pair_packing"
+                     + (", once per pair of same-type atoms: training.pair_sharing" if self._share else "")
+                     + "), per frame " + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
         if table:
             self.log(f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained "
                      "model is exact)")
@@ -350,6 +363,9 @@ class Trainer:
         (:func:`pair_pack.uniform_empty`; DeePMD's per-type statistics do), so the steps compute the empty
         slots' share from that row (same numbers, far less work with large ``sel``)."""
         u = uniform_empty(np.asarray(self.stats.davg), np.asarray(self.stats.dstd), self.hyper.sel)
+        if self._share and not u:  # the two slots of a pair may hold different s: blocks for every real pair
+            self._share = False
+            self.layouts = self._allocate_layouts()
         self.layouts = {k: lay._replace(uniform_empty=u) for k, lay in self.layouts.items()}
         self.merged = {w: [(s, lay._replace(uniform_empty=u)) for s, lay in plan] for w, plan in self.merged.items()}
 
@@ -390,7 +406,8 @@ class Trainer:
             keep = keep_sizes(self.scan.max_nbor_per_system.max(axis=0), sel)
         spec = neighbor.NeighborSpec(float(self.hyper.rcut), tuple(keep), bool(pbc), "merged", (0, 0, 0), (1, 1, 1), 0)
         kernels = self.config.training.kernels
-        return {w: [(shape, BatchLayout(spec, cap, kernels, pack, table, merged=True)) for shape, cap, pack in plan]
+        return {w: [(shape, BatchLayout(spec, cap, kernels, pack, table, merged=True,
+                                        share=self._share and pack is not None)) for shape, cap, pack in plan]
                 for w, plan in plans.items()}
 
     def prepare(self, batch: dict, valid: bool = False) -> tuple[dict, BatchLayout]:

@@ -76,7 +76,7 @@ def merge_batch(batch: dict, shape: MergedShape) -> dict:
     """A sampler batch with its neighbour lists (keys :data:`~jaxmd_dp.train.step.NL_KEYS`, host or
     device arrays) → the merged batch the step takes, on the device (:func:`merge_arrays`), with the
     batch's find_* flags."""
-    arrays = {k: batch[k] for k in FRAME_KEYS + NL_KEYS}
+    arrays = {k: batch[k] for k in FRAME_KEYS + NL_KEYS if k in batch}
     out = _merger(shape)(arrays)
     out.update({k: batch[k] for k in FIND_KEYS})
     return out
@@ -86,11 +86,13 @@ def merge_arrays(b: dict, shape: MergedShape) -> dict:
     """A batch's arrays → the merged arrays the step takes (traceable; the body of a jitted merge):
 
     b: coord, force (nb, n, 3); atype (n,) or (nb, n) int; box (nb, 3, 3) Å; energy (nb,) eV; virial
-    (nb, 9) eV; nl_idx (nb, n, nnei) int; nl_shift (nb, n, nnei, 3) int; nl_nmax (nb, ntypes).
+    (nb, 9) eV; nl_idx (nb, n, nnei) int; nl_shift (nb, n, nnei, 3) int; nl_nmax (nb, ntypes); optional
+    nl_pair (nb, n, nnei) int, flat slots of the reverse pairs (``geometry.pair_partner``).
     Returns coord, force (1, atoms, 3); atype (1, atoms) int, −1 for padding; frame (1, atoms) int, each
     atom's frame; box (frames, 3, 3) Å; energy (frames,) eV; virial (frames, 9) eV; nframes, natoms ()
     the batch's real frames and atoms per frame; nl_idx (1, atoms, nnei) int32 into the merged atoms, −1
-    empty; nl_shift (1, atoms, nnei, 3) int16 cell vectors of the atom's own frame; nl_nmax (1, ntypes)."""
+    empty; nl_shift (1, atoms, nnei, 3) int16 cell vectors of the atom's own frame; nl_nmax (1, ntypes);
+    nl_pair (1, atoms, nnei) int32 flat slots of the merged list, −1 none (when given)."""
     nb, n = b["coord"].shape[:2]
     pad_atoms, pad_frames = shape.atoms - nb * n, shape.frames - nb
     if pad_atoms < 0 or pad_frames < 0:
@@ -105,7 +107,9 @@ def merge_arrays(b: dict, shape: MergedShape) -> dict:
 
     idx = b["nl_idx"].astype(jnp.int32)
     idx = jnp.where(idx >= 0, idx + n * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1)
-    return {
+    out = {} if "nl_pair" not in b else {"nl_pair": atoms(jnp.where(
+        b["nl_pair"] >= 0, b["nl_pair"] + n * idx.shape[-1] * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1), -1)}
+    return out | {
         "coord": atoms(b["coord"]), "force": atoms(b["force"]),
         "atype": atoms(jnp.broadcast_to(b["atype"], (nb, n)), -1),
         "frame": atoms(jnp.broadcast_to(jnp.arange(nb, dtype=jnp.int32)[:, None], (nb, n))),

@@ -37,45 +37,49 @@ import numpy as np
 
 from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.train.merge import merge_arrays, merge_batch
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 
-def _build(spec: neighbor.NeighborSpec, kernels: str | None, coord, box, atype):
+def _build(spec: neighbor.NeighborSpec, kernels: str | None, share: bool, coord, box, atype):
     """(idx (nb, natoms, nnei) int32, shift (nb, natoms, nnei, 3) int16 cell vectors, nmax (nb, ntypes)
-    int32 most neighbours of each type of an atom in each frame) — the training step's own build, in
-    the dtypes the step takes. coord (nb, natoms, 3) Å, box (nb, 3, 3) Å, atype (natoms,)."""
+    int32 most neighbours of each type of an atom in each frame; with ``share`` also the slots' reverse
+    pairs (nb, natoms, nnei) int32, :func:`pair_partners`) — the training step's own build, in the
+    dtypes the step takes. coord (nb, natoms, 3) Å, box (nb, 3, 3) Å, atype (natoms,)."""
     nl = neighbor.build(spec, coord, box if spec.pbc else None, atype, kernels, order="any")
-    return nl.idx, nl.shift.astype(jnp.int16), jnp.max(nl.nneigh, axis=1)
+    shift = nl.shift.astype(jnp.int16)
+    lists = nl.idx, shift, jnp.max(nl.nneigh, axis=1)
+    return lists + (pair_partners(nl.idx, shift, atype, spec.sel),) if share else lists
 
 
 @functools.lru_cache(maxsize=64)
-def _builder(spec: neighbor.NeighborSpec, kernels: str | None):
+def _builder(spec: neighbor.NeighborSpec, kernels: str | None, share: bool = False):
     """:func:`_build`, jitted (the lists of a batch whose frames are not on the device)."""
-    return jax.jit(functools.partial(_build, spec, kernels))
+    return jax.jit(functools.partial(_build, spec, kernels, share))
 
 
-def _build_into(spec: neighbor.NeighborSpec, kernels: str | None, lists, slots, coord, box, atype):
+def _build_into(spec: neighbor.NeighborSpec, kernels: str | None, share: bool, lists, slots, coord, box, atype):
     """Build a batch's lists (:func:`_build`) and write them into a :class:`_Group`'s ``lists`` at
     ``slots`` (nb,). Returns (the updated lists, the batch's lists in the step's dtypes)."""
-    new = _build(spec, kernels, coord, box, atype)
+    new = _build(spec, kernels, share, coord, box, atype)
     return tuple(a.at[slots].set(x.astype(a.dtype)) for a, x in zip(lists, new)), new
 
 
 @functools.lru_cache(maxsize=64)
-def _storer(spec: neighbor.NeighborSpec, kernels: str | None):
+def _storer(spec: neighbor.NeighborSpec, kernels: str | None, share: bool = False):
     """Jitted (data, lists, rows, slots) → lists with the lists of a :class:`_Group`'s frames ``rows``
     (nb,) built and stored in its list slots ``slots`` (nb,) (``lists`` donated: updated in place)."""
 
     def store(data, lists, rows, slots):
         coord, box, atype = data["coord"][rows], data["box"][rows], data["atype"][rows[0]]
-        return _build_into(spec, kernels, lists, slots, coord, box, atype)[0]
+        return _build_into(spec, kernels, share, lists, slots, coord, box, atype)[0]
 
     return jax.jit(store, donate_argnums=1)
 
 
 @functools.lru_cache(maxsize=64)
-def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, build: bool):
+def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, build: bool, share: bool = False):
     """Jitted (data, lists, rows, slots) → a merged batch on the device (merged into ``shape``, a
     :class:`~jaxmd_dp.train.merge.MergedShape`) from a :class:`_Group`'s frames ``rows`` (nb,) with the
     lists in its slots ``slots`` (nb,). ``build``: build the frames' lists and return (lists with them
@@ -85,7 +89,7 @@ def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, bu
         b = {k: v[rows] for k, v in data.items()}
         b["atype"] = b["atype"][0]  # a batch's frames are one system's
         if build:
-            lists, new = _build_into(spec, kernels, lists, slots, b["coord"], b["box"], b["atype"])
+            lists, new = _build_into(spec, kernels, share, lists, slots, b["coord"], b["box"], b["atype"])
         else:
             new = tuple(a[slots] for a in lists)
         out = merge_arrays({**b, **dict(zip(NL_KEYS, new))}, shape)
@@ -101,10 +105,10 @@ class _Group:
     data: coord (F, natoms, 3) Å; box (F, 3, 3) Å (zeros when not periodic); atype (F, natoms) int32;
     energy (F,) eV; force (F, natoms, 3) eV/Å; virial (F, 9) eV (zeros where a system has no labels).
     lists: idx (C, natoms, nnei) int16 (int32 from 32,768 atoms), shift (C, natoms, nnei, 3) int16,
-    nmax (C, ntypes) int32. ``slot[row]``: the slot of frame ``row``'s lists, −1 until they are built;
+    nmax (C, ntypes) int32, and with ``share`` the slots' reverse pairs (C, natoms, nnei) int32. ``slot[row]``: the slot of frame ``row``'s lists, −1 until they are built;
     slots are given out in draw order. ``first[s]``: the row of system s's frame 0."""
 
-    def __init__(self, systems: dict, nnei: int, ntypes: int, slots: int):
+    def __init__(self, systems: dict, nnei: int, ntypes: int, slots: int, share: bool = False):
         batches = [make_batch(s, np.arange(s.nframes)) for s in systems.values()]
         atype = [np.broadcast_to(b["atype"], b["coord"].shape[:2]) for b in batches]
         host = {k: np.concatenate([b[k] for b in batches]) for k in FRAME_KEYS if k != "atype"}
@@ -112,8 +116,9 @@ class _Group:
         self.data = jax.device_put(host)
         rows, natoms = host["coord"].shape[:2]
         itype = np.int16 if natoms < 2**15 else np.int32
-        self.lists = jax.device_put((np.zeros((slots, natoms, nnei), itype),
-                                     np.zeros((slots, natoms, nnei, 3), np.int16), np.zeros((slots, ntypes), np.int32)))
+        lists = (np.zeros((slots, natoms, nnei), itype), np.zeros((slots, natoms, nnei, 3), np.int16),
+                 np.zeros((slots, ntypes), np.int32))
+        self.lists = jax.device_put(lists + (np.zeros((slots, natoms, nnei), np.int32),) * share)
         self.slot = np.full(rows, -1, np.int32)
         self.taken = 0  # slots given out
         self.first = dict(zip(systems, np.cumsum([0] + [s.nframes for s in systems.values()])[:-1].tolist()))
@@ -130,11 +135,11 @@ class _Group:
         return self.slot[rows], bool(new.any())
 
     @staticmethod
-    def nbytes(systems, nnei: int, ntypes: int, slots: int) -> int:
+    def nbytes(systems, nnei: int, ntypes: int, slots: int, share: bool = False) -> int:
         """Device bytes of the group's frames and of ``slots`` lists."""
         frames = sum(s.nframes for s in systems)
         natoms = systems[0].natoms
-        lists = natoms * nnei * ((2 if natoms < 2**15 else 4) + 6) + 4 * ntypes
+        lists = natoms * nnei * ((2 if natoms < 2**15 else 4) + 6 + 4 * share) + 4 * ntypes
         return frames * (natoms * (6 * 8 + 4) + 19 * 8) + slots * lists
 
 
@@ -204,7 +209,7 @@ class NeighborCache:
             return {**batch, **{k: jnp.stack(a) for k, a in zip(NL_KEYS, zip(*parts))}}
         place = self._place(int(batch["sys_index"]), batch["frames"], layout)
         if place is None:  # not stored: the host's arrays, lists built for this batch
-            lists = _builder(layout.spec, _kernels(layout))(batch["coord"], batch["box"], batch["atype"])
+            lists = _builder(layout.spec, _kernels(layout), layout.share)(batch["coord"], batch["box"], batch["atype"])
             batch = {**batch, **dict(zip(NL_KEYS, lists))}
             return batch if merge is None else merge_batch(batch, merge)
         group, rows, slots, new = place
@@ -212,7 +217,7 @@ class NeighborCache:
             self._store(group, rows, slots, new, layout)
             return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group),
                     "rows": rows, "slots": slots}
-        fn = _merged_gatherer(layout.spec, _kernels(layout), merge, new)
+        fn = _merged_gatherer(layout.spec, _kernels(layout), merge, new, layout.share)
         if new:
             group.lists, out = fn(group.data, group.lists, rows, slots)
         else:
@@ -221,14 +226,15 @@ class NeighborCache:
         return {**out, **{k: batch[k] for k in FIND_KEYS}}
 
     def _lists(self, sys_index: int, frames, coord, box, atype, layout):
-        """One worker's part of a stacked batch: its lists (idx, shift, nmax), from the store or built."""
+        """One worker's part of a stacked batch: its lists (idx, shift, nmax[, partners]), from the store or
+        built."""
         place = self._place(int(sys_index), frames, layout)
         if place is None:
-            return _builder(layout.spec, _kernels(layout))(coord, box, atype)
+            return _builder(layout.spec, _kernels(layout), layout.share)(coord, box, atype)
         group, rows, slots, new = place
         self._store(group, rows, slots, new, layout)
-        idx, shift, nmax = (a[slots] for a in group.lists)
-        return idx.astype(jnp.int32), shift, nmax
+        idx, *rest = (a[slots] for a in group.lists)
+        return (idx.astype(jnp.int32), *rest)
 
     def _place(self, sys_index: int, frames, layout):
         """(group, rows (nb,) int32, slots (nb,) int32, whether lists are to be built) of system
@@ -244,7 +250,7 @@ class NeighborCache:
     def _store(group: _Group, rows, slots, new: bool, layout) -> None:
         """Where ``new``, build the lists of frames ``rows`` and write them into their ``slots`` (in place)."""
         if new:
-            group.lists = _storer(layout.spec, _kernels(layout))(group.data, group.lists, rows, slots)
+            group.lists = _storer(layout.spec, _kernels(layout), layout.share)(group.data, group.lists, rows, slots)
 
     def _group(self, sys_index: int, layout) -> _Group | None:
         s = self.systems[sys_index]
@@ -254,9 +260,9 @@ class NeighborCache:
             nnei = sum(layout.spec.sel)
             frames = sum(t.nframes for t in members.values())
             slots = frames if self.draws is None else min(frames, self.draws)
-            size = _Group.nbytes(list(members.values()), nnei, self.ntypes, slots)
+            size = _Group.nbytes(list(members.values()), nnei, self.ntypes, slots, layout.share)
             fits = self.used + size <= self.budget
-            self._groups[key] = _Group(members, nnei, self.ntypes, slots) if fits else None
+            self._groups[key] = _Group(members, nnei, self.ntypes, slots, layout.share) if fits else None
             self.used += size if fits else 0
         return self._groups[key]
 

@@ -16,6 +16,7 @@ import numpy as np
 import optax
 
 from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
@@ -23,7 +24,8 @@ from jaxmd_dp.train.schedule import ExpDecay
 FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")  # a batch's frames and their labels
 FIND_KEYS = ("find_energy", "find_force", "find_virial")  # which labels the batch's system has (Python floats)
 BATCH_KEYS = FRAME_KEYS + FIND_KEYS
-NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax")  # a batch's neighbour lists, when built outside the step
+NL_KEYS = ("nl_idx", "nl_shift", "nl_nmax", "nl_pair")  # a batch's neighbour lists, when built outside the
+# step; nl_pair (the slots' reverse pairs) with layouts that share
 STORE_KEYS = ("store", "rows", "slots")  # a batch given by its place in the device store (take_rows)
 
 
@@ -40,6 +42,8 @@ class BatchLayout(NamedTuple):
     merged: bool = False  # batches merged into one list of atoms (train.merge); spec.sel: the lists' slots
     uniform_empty: bool = False  # the statistics' empty rows are the same in every slot of a section
     # (model.pair_pack.uniform_empty): the empty slots' share from one row per section (with pack or table)
+    share: bool = False  # with pack: the nets run once per pair of same-type atoms (geometry.pair_partner);
+    # pack then bounds the pairs with each same-type pair counted once
 
 
 class TrainState(NamedTuple):
@@ -150,8 +154,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks.
 
     The neighbour lists are built here unless the batch carries them (``nl_idx`` (nb, natoms, nnei) int,
-    ``nl_shift`` (nb, natoms, nnei, 3) int cell vectors, ``nl_nmax`` (nb, ntypes) int: the same lists,
-    built outside the step and kept across epochs by :mod:`jaxmd_dp.train.neighbor_cache`)."""
+    ``nl_shift`` (nb, natoms, nnei, 3) int cell vectors, ``nl_nmax`` (nb, ntypes) int, and with
+    ``layout.share`` ``nl_pair`` (nb, natoms, nnei) int32, :func:`pair_partners` of the lists: the same
+    lists, built outside the step and kept across epochs by :mod:`jaxmd_dp.train.neighbor_cache`)."""
     if "rows" in batch:  # the frames kept on the device (train.neighbor_cache)
         batch = take_rows(batch)
     spec = layout.spec
@@ -164,14 +169,17 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     else:
         nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
         nmax = jnp.max(nl.nneigh, axis=(0, 1))
+    partner = None
+    if layout.share:
+        partner = batch["nl_pair"] if "nl_pair" in batch else pair_partners(nl.idx, nl.shift, batch["atype"], spec.sel)
     # spec.sel: the slots the list holds (keep)
     if layout.merged:
         pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
                               batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table,
-                              layout.uniform_empty)
+                              layout.uniform_empty, partner)
     else:
         pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                       layout.pack, spec.sel, layout.table, layout.uniform_empty)
+                       layout.pack, spec.sel, layout.table, layout.uniform_empty, partner)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics

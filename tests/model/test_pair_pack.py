@@ -11,8 +11,16 @@ import pytest
 from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
-from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack, pack_index, pack_sizes,
-                                     pair_counts, uniform_empty, unpack)
+from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_sizes, pair_counts,
+                                     take, uniform_empty)
+
+
+def pack(x, idx, inv, mask, valid):
+    return take(x, ((idx, valid),), ((inv, mask),))
+
+
+def unpack(y, idx, inv, mask, valid):
+    return take(y, ((inv, mask),), ((idx, valid),))
 
 
 def test_pack_index_and_transpose():
@@ -153,3 +161,93 @@ def test_uniform_empty_rows_change_no_number(name):
         if not table:  # the exact nets: DeePMD-kit's numbers
             for key in ("energy", "force", "virial"):
                 assert max_rel(getattr(got[0][1], key), getattr(dense[0][1], key)) <= 1e-10, key
+
+
+def test_shared_take_maps_are_transposes():
+    """With partners, the pack and unpack maps of :func:`packed_embedding` (one row per pair, both slots
+    read it) are each other's transpose, and their custom VJPs are those transposes to second order."""
+    rng = np.random.default_rng(2)
+    m = 40
+    mask = np.zeros((2, m), bool)
+    partner = np.full((2, m), -1)
+    for f in range(2):
+        slots = rng.permutation(m)[:30]
+        mask[f, slots] = True
+        for a, b in slots[:20].reshape(-1, 2):  # ten pairs, ten slots without a partner
+            partner[f, a], partner[f, b] = b, a
+    mask, partner = jnp.asarray(mask), jnp.asarray(partner)
+    kept = mask & ((partner < 0) | (jnp.arange(m) < partner))
+    size = int(kept.sum(-1).max()) + 2
+    idx, pos = pack_index(kept, size)
+    valid = jnp.arange(size) < kept.sum(-1, keepdims=True)
+    inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
+    other = jnp.take_along_axis(partner, idx, axis=1)
+    fold = ((idx, valid), (jnp.maximum(other, 0), valid & (other >= 0)))
+    x = jnp.asarray(rng.normal(size=(2, m, 3)))
+    y = jnp.asarray(rng.normal(size=(2, size, 3)))
+    packed = take(x, ((idx, valid),), ((pos, kept),))
+    spread = take(y, ((inv, mask),), fold)
+    assert float(jnp.vdot(packed, y)) == pytest.approx(float(jnp.vdot(x, take(y, ((pos, kept),), ((idx, valid),)))),
+                                                      rel=1e-12)
+    assert float(jnp.vdot(spread, x)) == pytest.approx(float(jnp.vdot(y, take(x, fold, ((inv, mask),)))), rel=1e-12)
+    # both slots of a pair hold their row's value
+    for f in range(2):
+        for s in np.flatnonzero(np.asarray(partner[f]) >= 0):
+            np.testing.assert_array_equal(spread[f, s], spread[f, int(partner[f, s])])
+    jax.test_util.check_grads(lambda y: jnp.sum(take(y, ((inv, mask),), fold) ** 3), (y,), order=2, modes=["rev"])
+    jax.test_util.check_grads(lambda x: jnp.sum(take(x, ((idx, valid),), ((pos, kept),)) ** 3), (x,), order=2,
+                              modes=["rev"])
+
+
+@pytest.mark.parametrize("name", ["water_se_e2_a", "cu_virial"])
+def test_shared_pairs_change_no_number(name):
+    """The nets run once per pair of same-type atoms (partners of the list, blocks for the pairs kept):
+    energy, forces, virial and the weight gradient of a force + energy + virial loss are those of one
+    row per real pair to rounding, and so DeePMD-kit's. Cu: half the rows."""
+    from jaxmd_dp.geometry.pair_partner import pair_partners, section_partners
+
+    hyper, params, stats, p = load_fixture(name)
+    spec, sizes, held = _tight_sizes(name, keep=True)
+    st = Stats(*stats)
+    coord, atype = jnp.asarray(p["coord"]), jnp.asarray(p["atype"])
+    box = jnp.asarray(p["box"])
+    nl = jax.jit(lambda c, b: build(spec, c, b, atype, order="any"))(coord, box)
+    partner = pair_partners(nl.idx, nl.shift, atype, held)
+    sec = np.concatenate([[0], np.cumsum(held)])
+    kept = []
+    for t in range(len(held)):
+        sp = section_partners(partner[:, :, sec[t]:sec[t + 1]], sum(held), int(sec[t]), held[t])
+        m = (nl.idx[:, :, sec[t]:sec[t + 1]] >= 0).reshape(sp.shape)
+        kept.append(int(jnp.sum(m & ((sp < 0) | (jnp.arange(sp.shape[1]) < sp)), axis=-1).max()))
+    assert all(k < s for k, s in zip(kept, sizes))
+    if name == "cu_virial":
+        assert 2 * kept[0] <= sizes[0] + 1
+
+    def run(pk, pt):
+        return predict(hyper, params, st, coord, box, atype, nl, None, None, pk, held, 0, True, pt)
+
+    one, shared = jax.jit(lambda: run(sizes, None))(), jax.jit(lambda: run(tuple(kept), partner))()
+    for key in ("energy", "force", "virial", "atom_energy"):
+        assert max_rel(getattr(shared, key), getattr(one, key)) <= 1e-12, key
+        assert max_rel(getattr(shared, key), p[key]) <= 1e-10, key
+
+    def loss(q, pk, pt):
+        sl = lambda x: x[:1]  # noqa: E731
+        pr = predict(hyper, q, st, sl(coord), sl(box), atype, jax.tree_util.tree_map(sl, nl._replace(cell_overflow=None)),
+                     None, None, pk, held, 0, True, None if pt is None else sl(pt))
+        return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
+
+    ga = jax.jit(jax.grad(lambda q: loss(q, sizes, None)))(params)
+    gb = jax.jit(jax.grad(lambda q: loss(q, tuple(kept), partner)))(params)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(gb), jax.tree_util.tree_leaves(ga)):
+        assert max_rel(a, b) <= 1e-10, jax.tree_util.keystr(path)
+
+
+def test_partners_need_one_net_per_neighbour_type():
+    hyper, params, stats, p = load_fixture("water_pairnets")
+    spec, sizes, held = _tight_sizes("water_pairnets", keep=True)
+    coord, atype, box = jnp.asarray(p["coord"][:1]), jnp.asarray(p["atype"]), jnp.asarray(p["box"][:1])
+    nl = build(spec, coord, box, atype, order="any")
+    with pytest.raises(ValueError, match="type_one_side"):
+        predict(hyper, params, Stats(*stats), coord, box, atype, nl, None, None, sizes, held, 0, True,
+                jnp.full(nl.idx.shape, -1))

@@ -12,6 +12,7 @@ from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.data.system import load_system
 from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.train import Trainer
 from jaxmd_dp.train.merge import MergedShape, merge_batch
 from jaxmd_dp.train.neighbor_cache import FIND_KEYS, FRAME_KEYS, NeighborCache
@@ -26,18 +27,22 @@ RCUT = 4.5
 
 @pytest.fixture(scope="module")
 def cu():
-    """Two 32-atom Cu systems (300 and 1,000 frames) and the layout of their shape."""
+    """Two 32-atom Cu systems (300 and 1,000 frames) and the layout of their shape (with pair sharing:
+    the lists carry each slot's reverse pair)."""
     root = require("cu_asc22")
     systems = [load_system(root / "iter.000000/02.fp/data.000", ["Cu"]),
                load_system(root / "cu.fcc.02x02x02/02.md/sys-0032/deepmd", ["Cu"])]
     box = np.concatenate([s.box for s in systems])
     spec = neighbor.allocate(np.concatenate([s.coord for s in systems]), box, RCUT, SEL)
-    return systems, BatchLayout(spec, (32,), "jnp")
+    return systems, BatchLayout(spec, (32,), "jnp", share=True)
 
 
 def built(layout, batch):
     nl = neighbor.build(layout.spec, batch["coord"], batch["box"], batch["atype"], "jnp", order="any")
-    return np.asarray(nl.idx), np.asarray(nl.shift), np.asarray(nl.nneigh).max(axis=1)
+    lists = np.asarray(nl.idx), np.asarray(nl.shift), np.asarray(nl.nneigh).max(axis=1)
+    if not layout.share:
+        return lists
+    return lists + (np.asarray(pair_partners(nl.idx, nl.shift, batch["atype"], layout.spec.sel)),)
 
 
 def aval(x):
@@ -62,7 +67,7 @@ def assert_batch(got: dict, system, frames, layout):
         assert aval(got[k]) == aval(want[k]), k
     for k, w in zip(NL_KEYS, built(layout, want)):
         np.testing.assert_array_equal(np.asarray(got[k]), w, err_msg=k)
-    assert [got[k].dtype for k in NL_KEYS] == [np.int32, np.int16, np.int32]
+    assert [got[k].dtype for k in NL_KEYS] == [np.int32, np.int16, np.int32, np.int32]
 
 
 def test_frames_and_lists_are_the_samplers_and_steps_own(cu):
@@ -70,7 +75,7 @@ def test_frames_and_lists_are_the_samplers_and_steps_own(cu):
     cache = NeighborCache([system, other], 1, 64)
     first = taken(cache.attach(make_batch(system, np.array([3, 7])), layout))
     assert_batch(first, system, [3, 7], layout)
-    idx, shift, _ = built(layout, make_batch(system, np.array([3, 7])))
+    idx, shift, *_ = built(layout, make_batch(system, np.array([3, 7])))
     assert (idx >= 0).sum() > 0 and np.abs(shift).max() >= 1  # real neighbours, periodic images among them
     group = cache._groups[(32, True)]
     assert group.first == {0: 0, 1: 300}  # both systems of 32 atoms in one store, end to end
@@ -110,6 +115,12 @@ def test_merged_batch_is_the_host_merge(cu):
         for k in want:
             np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), err_msg=k)
             assert aval(got[k]) == aval(want[k]), k
+    # the merged partners point into the merged list: slot s of atom i ↔ a slot of atom idx[s] holding i
+    idx, pair = np.asarray(got["nl_idx"][0]), np.asarray(got["nl_pair"][0]).reshape(-1)
+    nnei = idx.shape[-1]
+    has = np.flatnonzero(pair >= 0)
+    assert len(has) == int((idx >= 0).sum())  # one type, no list cut short: every pair has its partner
+    assert np.array_equal(idx.reshape(-1)[pair[has]], has // nnei) and np.array_equal(pair[pair[has]], has)
 
 
 def test_slots_for_the_frames_a_run_draws(cu):

@@ -173,10 +173,24 @@ def test_pair_packing_changes_no_number(full_run, tmp_path):
     assert all(lay.pack is not None for lay in trainer.layouts.values())  # water leaves ~1/3 of sel empty
     assert all(sum(lay.spec.sel) < sum(trainer.hyper.sel) for lay in trainer.layouts.values())  # the cut list
     assert all(lay.uniform_empty for lay in trainer.layouts.values())  # one empty row per section (per-type stats)
+    assert all(lay.share for lay in trainer.layouts.values())  # once per pair of same-type atoms (pair_sharing)
     out = tmp_path / "dense"
     dense = Trainer(small_config(numb_steps=100, pair_packing=False), out, log=lambda *a: None)
     assert all(lay.pack is None for lay in dense.layouts.values())
     dense.fit(20)
+    assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:3]
+
+
+def test_pair_sharing_changes_no_number(full_run, tmp_path):
+    """The nets once per pair of same-type atoms (the default, training.pair_sharing) or once per real
+    pair: the same learning curve, with smaller blocks."""
+    trainer, full_out, _ = full_run
+    out = tmp_path / "unshared"
+    plain = Trainer(small_config(numb_steps=100, pair_sharing=False), out, log=lambda *a: None)
+    assert not any(lay.share for lay in plain.layouts.values())
+    for key, lay in plain.layouts.items():
+        assert all(s < p for s, p in zip(trainer.layouts[key].pack, lay.pack))
+    plain.fit(20)
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:3]
 
 

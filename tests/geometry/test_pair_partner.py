@@ -1,0 +1,71 @@
+"""Each slot's reverse pair (geometry.pair_partner): checked against the lists themselves, on water (two
+types, a box larger than 2 rcut), on small Cu cells (an atom sees several images of one neighbour, and
+its own images) and on a list cut short by sel."""
+
+import jax
+import numpy as np
+import pytest
+
+from fixture_models import load_fixture
+from jaxmd_dp.geometry.neighbor import allocate, build
+from jaxmd_dp.geometry.pair_partner import pair_partners, section_partners
+
+
+def _lists(name, sel=None):
+    hyper, _, _, p = load_fixture(name)
+    sel = sel or hyper.sel
+    spec = allocate(p["coord"], p.get("box"), hyper.rcut, sel)
+    nl = jax.jit(lambda c, b, t: build(spec, c, b, t, order="any"))(p["coord"], p.get("box"), p["atype"])
+    idx, shift = np.asarray(nl.idx), np.asarray(nl.shift).astype(int)
+    part = np.asarray(jax.jit(pair_partners, static_argnums=3)(nl.idx, nl.shift, p["atype"], tuple(sel)))
+    return idx, shift, np.asarray(p["atype"]), part, tuple(sel), np.asarray(nl.nneigh)
+
+
+@pytest.mark.parametrize("name", ["water_se_e2_a", "cu_virial"])
+def test_partners_are_the_reverse_pairs(name):
+    idx, shift, atype, part, sel, _ = _lists(name)
+    nf, n, nnei = idx.shape
+    for f in range(nf):
+        for i in range(n):
+            for k in np.flatnonzero(idx[f, i] >= 0):
+                j = idx[f, i, k]
+                q = part[f, i, k]
+                if atype[j] != atype[i]:
+                    assert q == -1  # different types: different nets and statistics, nothing shared
+                    continue
+                assert q >= 0, (f, i, k)  # a full list: every same-type pair is in both atoms' lists
+                jj, kk = divmod(int(q), nnei)
+                assert jj == j and idx[f, jj, kk] == i and np.array_equal(shift[f, jj, kk], -shift[f, i, k])
+        flat = part[f].reshape(-1)
+        has = flat >= 0
+        assert np.array_equal(flat[flat[has]], np.flatnonzero(has))  # an involution
+        assert np.all(part[f][idx[f] < 0] == -1)
+    if name == "cu_virial":  # small cells: some atom holds two images of one neighbour
+        assert any(len(set(idx[f, i][idx[f, i] >= 0].tolist())) < int((idx[f, i] >= 0).sum())
+                   for f in range(nf) for i in range(n))
+
+
+def test_partners_of_a_list_cut_short_by_sel():
+    """sel below the neighbour count: the nearest are kept, so some pairs are in one atom's list only;
+    those have no partner, and the others still pair up."""
+    hyper, _, _, _ = load_fixture("cu_virial")
+    cut = (int(hyper.sel[0]) // 4,)
+    idx, shift, atype, part, sel, nneigh = _lists("cu_virial", cut)
+    assert int(nneigh.max()) > cut[0]
+    flat = part.reshape(part.shape[0], -1)
+    has = flat >= 0
+    assert 0 < has.sum() < (idx >= 0).sum()
+    for f in range(flat.shape[0]):
+        assert np.array_equal(flat[f][flat[f][has[f]]], np.flatnonzero(has[f]))
+
+
+def test_section_partners_index_the_section():
+    idx, _, atype, part, sel, _ = _lists("water_se_e2_a")
+    nnei = sum(sel)
+    a, b = sel[0], sel[0] + sel[1]  # the H section
+    sp = np.asarray(section_partners(part[:, :, a:b], nnei, a, b - a))
+    full = part[:, :, a:b].reshape(part.shape[0], -1)
+    want = np.where(full >= 0, (full // nnei) * (b - a) + full % nnei - a, -1)
+    assert np.array_equal(sp, want)
+    assert np.all((sp < 0) | ((sp % (b - a)) < (b - a)))
+    assert (sp >= 0).any()
