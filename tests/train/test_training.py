@@ -194,6 +194,19 @@ def test_pair_sharing_changes_no_number(full_run, tmp_path):
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:3]
 
 
+def test_pair_sharing_off_without_per_type_statistics(monkeypatch, tmp_path):
+    """Statistics whose slots of one section differ (not DeePMD's per-type ones, e.g. an --init-model of
+    another code's) may give a pair's two slots different s: the trainer then runs one row per slot,
+    with the blocks of pair_sharing false."""
+    from jaxmd_dp.train import loop
+
+    monkeypatch.setattr(loop, "uniform_empty", lambda *a: False)
+    mixed = Trainer(small_config(numb_steps=4), tmp_path / "mixed", log=lambda *a: None)
+    plain = Trainer(small_config(numb_steps=4, pair_sharing=False), tmp_path / "plain", log=lambda *a: None)
+    assert not any(lay.share for lay in mixed.layouts.values())
+    assert {k: lay.pack for k, lay in mixed.layouts.items()} == {k: lay.pack for k, lay in plain.layouts.items()}
+
+
 def test_neighbor_lists_built_in_the_step_change_no_number(full_run, tmp_path):
     """The default run passes each frame's neighbour list to the step (training.neighbor_cache_mb);
     with the cache off the step builds them itself, and the learning curve is the same."""
