@@ -650,7 +650,8 @@ class TrainingConfig(_Section):
     :mod:`jaxmd_dp.model.pair_pack`); false: on every slot.
     pair_sharing (jaxmd_dp): with pair_packing, run the embedding nets once per pair of same-type atoms,
     whose two slots hold the same s (:mod:`jaxmd_dp.geometry.pair_partner`; same results to rounding);
-    applies with type_one_side, DeePMD's per-type statistics and no atom over sel.
+    applies with type_one_side, DeePMD's per-type statistics, no atom over sel and batches small enough for
+    its partner search (else it is off, logged).
     embedding_table (jaxmd_dp): 0 (default) runs the embedding nets on every pair; N from 16 to 1024 trains
     with them tabulated on N nodes per step (DeePMD-kit's model compression, used while training; quintic
     interpolation; the trained model is exact; :mod:`jaxmd_dp.model.embed_table`). 64 is a good value:

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 # rows of head-room in each shared block: a pair at rcut to the last bit may sit in one of its atoms' lists
 # only (the two distances are rounded apart), and such a slot needs a row of its own
 SHARE_SLACK = 8
+# the partner search holds (atoms of a batch) × (slots of a section)² entries of ~16 bytes while it runs
+# (geometry.pair_partner): above this, e.g. thousands of atoms per batch with hundreds of slots, no sharing
+PARTNER_SEARCH_BYTES = 2**30
 
 
 def system_paths(systems) -> list[str]:
@@ -239,7 +242,8 @@ class Trainer:
         # pair sharing needs every same-type pair in both lists (no atom over sel) and one net per neighbour
         # type; the statistics' part (uniform_empty) is checked once they are known
         self._share = bool(tc.pair_sharing and tc.pair_packing and not tc.embedding_table and self.hyper.type_one_side
-                           and np.all(self.scan.max_nbor_per_system.max(axis=0) <= np.asarray(self.hyper.sel)))
+                           and np.all(self.scan.max_nbor_per_system.max(axis=0) <= np.asarray(self.hyper.sel))
+                           and self._partner_search_fits())
         self.layouts = self._allocate_layouts()
 
         # optimisation
@@ -357,6 +361,17 @@ class Trainer:
                      + "; ".join(f"{which} " + ", ".join(f"{s.atoms} atoms (≤ {s.frames} frames)" for s, _ in plan)
                                  for which, plan in self.merged.items()))
         return layouts
+
+    def _partner_search_fits(self) -> bool:
+        """Whether the partner search of the largest batch stays within :data:`PARTNER_SEARCH_BYTES`."""
+        keep = keep_sizes(self.scan.max_nbor_per_system.max(axis=0), self.hyper.sel)
+        samplers = [self.train_data] + ([self.valid_data] if self.valid_data is not None else [])
+        atoms = max(s.natoms * min(int(b), s.nframes) for d in samplers for s, b in zip(d.systems, d.batch_sizes))
+        fits = atoms * max(keep) ** 2 * 16 <= PARTNER_SEARCH_BYTES
+        if not fits:
+            self.log(f"training.pair_sharing off: batches of {atoms} atoms with {max(keep)} slots per type are "
+                     "too large for its partner search")
+        return fits
 
     def _mark_uniform_empty(self) -> None:
         """Tell the layouts whether the statistics hold one empty row per neighbour type's section

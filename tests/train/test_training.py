@@ -197,7 +197,8 @@ def test_pair_sharing_changes_no_number(full_run, tmp_path):
 def test_pair_sharing_off_without_per_type_statistics(monkeypatch, tmp_path):
     """Statistics whose slots of one section differ (not DeePMD's per-type ones, e.g. an --init-model of
     another code's) may give a pair's two slots different s: the trainer then runs one row per slot,
-    with the blocks of pair_sharing false."""
+    with the blocks of pair_sharing false. So it does, saying why, where the partner search would not fit
+    in memory."""
     from jaxmd_dp.train import loop
 
     monkeypatch.setattr(loop, "uniform_empty", lambda *a: False)
@@ -205,6 +206,12 @@ def test_pair_sharing_off_without_per_type_statistics(monkeypatch, tmp_path):
     plain = Trainer(small_config(numb_steps=4, pair_sharing=False), tmp_path / "plain", log=lambda *a: None)
     assert not any(lay.share for lay in mixed.layouts.values())
     assert {k: lay.pack for k, lay in mixed.layouts.items()} == {k: lay.pack for k, lay in plain.layouts.items()}
+    monkeypatch.undo()
+    monkeypatch.setattr(loop, "PARTNER_SEARCH_BYTES", 1000)  # batches too large for the partner search
+    lines = []
+    big = Trainer(small_config(numb_steps=4), tmp_path / "big", log=lines.append)
+    assert not any(lay.share for lay in big.layouts.values())
+    assert any("pair_sharing off" in ln for ln in lines)
 
 
 def test_neighbor_lists_built_in_the_step_change_no_number(full_run, tmp_path):
