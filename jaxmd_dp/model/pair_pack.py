@@ -149,6 +149,25 @@ def _take_bwd(res, ct):
 take.defvjp(_take_fwd, _take_bwd)
 
 
+def pack_maps(mask: jax.Array, size: int, partner: jax.Array | None = None) -> tuple[tuple, tuple]:
+    """The two :func:`take` maps of a packed block, each as its (fwd, bwd) specs: (to rows, to slots).
+
+    mask: (nf, m) bool, the real slots; size: rows of the block. Without ``partner`` each real slot has a
+    row. partner: (nf, m) int, each slot's reverse pair, −1 for none: the block holds the one of each pair
+    with the lower index, and both read its row (the rows then bound the real slots minus the pairs).
+    ``take(x, *to_rows)``: x (nf, m, ...) → (nf, size, ...), 0 past the rows used; ``take(y, *to_slots)``:
+    y (nf, size, ...) → (nf, m, ...), 0 in empty slots. Each map's bwd is the other's fwd (transposes)."""
+    kept = mask if partner is None else mask & ((partner < 0) | (jnp.arange(mask.shape[-1]) < partner))
+    idx, pos = pack_index(kept, size)
+    valid = jnp.arange(size) < jnp.sum(kept, axis=-1, keepdims=True)  # (nf, size)
+    inv, fold = pos, ((idx, valid),)
+    if partner is not None:  # the other slot of a pair reads the kept slot's row
+        inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
+        other = jnp.take_along_axis(partner, idx, axis=1)  # (nf, size): the partner of each row's slot
+        fold += ((jnp.maximum(other, 0), valid & (other >= 0)),)
+    return (((idx, valid),), ((pos, kept),)), (((inv, mask),), fold)
+
+
 def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax.Array | None = None) -> jax.Array:
     """G(s) of the real pairs of one neighbour-type section, the net run on a packed block.
 
@@ -158,22 +177,14 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax
     partner: (nf, n · sel_t) flat slot of each slot's reverse pair in this section, −1 for none
     (:func:`~jaxmd_dp.geometry.pair_partner.section_partners`): the two slots of a pair hold the same s
     (same-type atoms, per-type statistics), so the block holds one of them, the one with the lower flat
-    index, and both slots take its G. ``size`` then bounds the frame's real slots minus its partnered
-    pairs. The derivatives reach the coordinates through the kept slot's s, the same function of the
-    pair's distance as the other's.
+    index, and both slots take its G (:func:`pack_maps`). ``size`` then bounds the frame's real slots minus
+    its partnered pairs. The derivatives reach the coordinates through the kept slot's s, the same
+    function of the pair's distance as the other's.
     """
     nf, n, s = mask.shape
-    flat = mask.reshape(nf, n * s)
-    kept = flat if partner is None else flat & ((partner < 0) | (jnp.arange(n * s) < partner))
-    idx, pos = pack_index(kept, size)
-    valid = jnp.arange(size) < jnp.sum(kept, axis=-1, keepdims=True)  # (nf, size)
-    inv, fold = pos, ((idx, valid),)
-    if partner is not None:  # the other slot of a pair reads the kept slot's row
-        inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
-        other = jnp.take_along_axis(partner, idx, axis=1)  # (nf, size): the partner of each row's slot
-        fold += ((jnp.maximum(other, 0), valid & (other >= 0)),)
-    s_packed = take(R[..., 0].reshape(nf, n * s), ((idx, valid),), ((pos, kept),))  # (nf, size)
-    return take(net(s_packed[..., None]), ((inv, flat),), fold).reshape(nf, n, s, -1)
+    to_rows, to_slots = pack_maps(mask.reshape(nf, n * s), size, partner)
+    s_packed = take(R[..., 0].reshape(nf, n * s), *to_rows)  # (nf, size)
+    return take(net(s_packed[..., None]), *to_slots).reshape(nf, n, s, -1)
 
 
 def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre, uniform: bool = False) -> jax.Array:

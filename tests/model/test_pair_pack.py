@@ -11,8 +11,8 @@ import pytest
 from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
-from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_sizes, pair_counts,
-                                     take, uniform_empty)
+from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_maps, pack_sizes,
+                                     pair_counts, take, uniform_empty)
 
 
 def pack(x, idx, inv, mask, valid):
@@ -164,7 +164,7 @@ def test_uniform_empty_rows_change_no_number(name):
 
 
 def test_shared_take_maps_are_transposes():
-    """With partners, the pack and unpack maps of :func:`packed_embedding` (one row per pair, both slots
+    """With partners, the two maps of a packed block (:func:`pack_maps`: one row per pair, both slots
     read it) are each other's transpose, and their custom VJPs are those transposes to second order."""
     rng = np.random.default_rng(2)
     m = 40
@@ -176,27 +176,22 @@ def test_shared_take_maps_are_transposes():
         for a, b in slots[:20].reshape(-1, 2):  # ten pairs, ten slots without a partner
             partner[f, a], partner[f, b] = b, a
     mask, partner = jnp.asarray(mask), jnp.asarray(partner)
-    kept = mask & ((partner < 0) | (jnp.arange(m) < partner))
-    size = int(kept.sum(-1).max()) + 2
-    idx, pos = pack_index(kept, size)
-    valid = jnp.arange(size) < kept.sum(-1, keepdims=True)
-    inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
-    other = jnp.take_along_axis(partner, idx, axis=1)
-    fold = ((idx, valid), (jnp.maximum(other, 0), valid & (other >= 0)))
+    size = 22  # 10 pairs + 10 single slots + 2 spare rows
+    to_rows, to_slots = pack_maps(mask, size, partner)
     x = jnp.asarray(rng.normal(size=(2, m, 3)))
     y = jnp.asarray(rng.normal(size=(2, size, 3)))
-    packed = take(x, ((idx, valid),), ((pos, kept),))
-    spread = take(y, ((inv, mask),), fold)
-    assert float(jnp.vdot(packed, y)) == pytest.approx(float(jnp.vdot(x, take(y, ((pos, kept),), ((idx, valid),)))),
-                                                      rel=1e-12)
-    assert float(jnp.vdot(spread, x)) == pytest.approx(float(jnp.vdot(y, take(x, fold, ((inv, mask),)))), rel=1e-12)
-    # both slots of a pair hold their row's value
-    for f in range(2):
+    for (fwd, bwd), a_in, b_in in ((to_rows, x, y), (to_slots, y, x)):  # <take(a, fwd), b> = <a, take(b, bwd)>
+        lhs = jnp.vdot(take(a_in, fwd, bwd), b_in)
+        assert float(lhs) == pytest.approx(float(jnp.vdot(a_in, take(b_in, bwd, fwd))), rel=1e-12)
+    rows = take(x, *to_rows)
+    assert int(jnp.sum(jnp.any(rows != 0, axis=-1))) == 2 * 20  # 20 rows used per frame
+    spread = take(y, *to_slots)
+    for f in range(2):  # both slots of a pair hold their row's value; empty slots 0
         for s in np.flatnonzero(np.asarray(partner[f]) >= 0):
             np.testing.assert_array_equal(spread[f, s], spread[f, int(partner[f, s])])
-    jax.test_util.check_grads(lambda y: jnp.sum(take(y, ((inv, mask),), fold) ** 3), (y,), order=2, modes=["rev"])
-    jax.test_util.check_grads(lambda x: jnp.sum(take(x, ((idx, valid),), ((pos, kept),)) ** 3), (x,), order=2,
-                              modes=["rev"])
+        assert not np.any(np.asarray(spread[f])[~np.asarray(mask[f])])
+    jax.test_util.check_grads(lambda y: jnp.sum(take(y, *to_slots) ** 3), (y,), order=2, modes=["rev"])
+    jax.test_util.check_grads(lambda x: jnp.sum(take(x, *to_rows) ** 3), (x,), order=2, modes=["rev"])
 
 
 @pytest.mark.parametrize("name", ["water_se_e2_a", "cu_virial"])
