@@ -16,6 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 
+_rows_of = jax.vmap(lambda x, r: x[r])  # per frame: x (n, ...) rows r (n, s) → (n, s, ...)
+
+
 def pair_partners(idx: jax.Array, shift: jax.Array, atype: jax.Array, sel) -> jax.Array:
     """The slot of each same-type pair's reverse in its neighbour's list.
 
@@ -38,8 +41,7 @@ def pair_partners(idx: jax.Array, shift: jax.Array, atype: jax.Array, sel) -> ja
         a, b = int(sec[t]), int(sec[t + 1])
         it, st = idx[:, :, a:b], shift[:, :, a:b]  # (nf, n, s), (nf, n, s, 3): this type's neighbours
         j = jnp.maximum(it, 0)
-        rows = jax.vmap(lambda x, r: x[r])(it, j)  # (nf, n, s, s): j's neighbours of this type
-        rshift = jax.vmap(lambda x, r: x[r])(st, j)  # (nf, n, s, s, 3)
+        rows, rshift = _rows_of(it, j), _rows_of(st, j)  # (nf, n, s, s[, 3]): j's neighbours of this type
         match = (rows == me) & jnp.all(rshift == -st[:, :, :, None, :], axis=-1)
         own = (it >= 0) & (atype[:, :, None] == t) & jnp.any(match, axis=-1)
         parts.append(jnp.where(own, j * nnei + a + jnp.argmax(match, axis=-1).astype(jnp.int32), -1))

@@ -239,12 +239,6 @@ class Trainer:
         if self.valid_data is not None:
             self.log(self.valid_data.summary_table("validation"))
         self._fitting_boxes: set = set()  # (spec, box bytes) that neighbor.fits accepted (layout_for)
-        # pair sharing needs every same-type pair in both lists (no atom over sel) and one net per neighbour
-        # type; the statistics' part (uniform_empty) is checked once they are known
-        self._share = bool(tc.pair_sharing and tc.pair_packing and not tc.embedding_table and self.hyper.type_one_side
-                           and np.all(self.scan.max_nbor_per_system.max(axis=0) <= np.asarray(self.hyper.sel))
-                           and self._partner_search_fits())
-        self.layouts = self._allocate_layouts()
 
         # optimisation
         lr = config.learning_rate
@@ -280,7 +274,16 @@ class Trainer:
             params = jax.device_put(params)  # host weights: device_put compiles nothing (jnp.asarray would)
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
             self.state = init_state(params, self.optimizer)
-        self._mark_uniform_empty()
+        # the step layouts, once the statistics are known: whether they hold one empty row per neighbour type's
+        # section (pair_pack.uniform_empty; DeePMD's per-type statistics do), so the steps compute the empty
+        # slots' share from that row, and pair sharing, which needs that too (both slots of a pair then hold
+        # the same s), every same-type pair in both lists (no atom over sel) and one net per neighbour type
+        self._uniform = uniform_empty(np.asarray(self.stats.davg), np.asarray(self.stats.dstd), self.hyper.sel)
+        self._share = bool(tc.pair_sharing and tc.pair_packing and not tc.embedding_table and self.hyper.type_one_side
+                           and self._uniform
+                           and np.all(self.scan.max_nbor_per_system.max(axis=0) <= np.asarray(self.hyper.sel))
+                           and self._partner_search_fits())
+        self.layouts = self._allocate_layouts()
         if self.workers.is_writer or self.workers.log_mode != "master":
             self.log(self.model_summary())
         self.startup_s = time.perf_counter() - t0
@@ -344,7 +347,8 @@ class Trainer:
                 keep = next(iter(self.merged.values()))[0][1].spec.sel
             spec = neighbor.allocate(coord, box, self.hyper.rcut, keep or self.hyper.sel)
             layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], self.hyper.ntypes),
-                                       self.config.training.kernels, pack, table, share=self._share and pack is not None)
+                                       self.config.training.kernels, pack, table, uniform_empty=self._uniform,
+                                       share=self._share and pack is not None)
         packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in self.hyper.sel]} pairs, slots {list(lay.spec.sel)}"
                   for (n, _), lay in layouts.items() if lay.pack and not self.merged]
         packed += [f"merged {which} batches of {shape.atoms} atoms: {list(lay.pack)} pairs, slots {list(lay.spec.sel)}"
@@ -372,17 +376,6 @@ class Trainer:
             self.log(f"training.pair_sharing off: batches of {atoms} atoms with {max(keep)} slots per type are "
                      "too large for its partner search")
         return fits
-
-    def _mark_uniform_empty(self) -> None:
-        """Tell the layouts whether the statistics hold one empty row per neighbour type's section
-        (:func:`pair_pack.uniform_empty`; DeePMD's per-type statistics do), so the steps compute the empty
-        slots' share from that row (same numbers, far less work with large ``sel``)."""
-        u = uniform_empty(np.asarray(self.stats.davg), np.asarray(self.stats.dstd), self.hyper.sel)
-        if self._share and not u:  # the two slots of a pair may hold different s: blocks for every real pair
-            self._share = False
-            self.layouts = self._allocate_layouts()
-        self.layouts = {k: lay._replace(uniform_empty=u) for k, lay in self.layouts.items()}
-        self.merged = {w: [(s, lay._replace(uniform_empty=u)) for s, lay in plan] for w, plan in self.merged.items()}
 
     def _merge_plans(self, groups: dict, pairs) -> dict:
         """``training.merge_batches``: when the data has batches of several shapes, the merged shapes
@@ -421,7 +414,7 @@ class Trainer:
             keep = keep_sizes(self.scan.max_nbor_per_system.max(axis=0), sel)
         spec = neighbor.NeighborSpec(float(self.hyper.rcut), tuple(keep), bool(pbc), "merged", (0, 0, 0), (1, 1, 1), 0)
         kernels = self.config.training.kernels
-        return {w: [(shape, BatchLayout(spec, cap, kernels, pack, table, merged=True,
+        return {w: [(shape, BatchLayout(spec, cap, kernels, pack, table, merged=True, uniform_empty=self._uniform,
                                         share=self._share and pack is not None)) for shape, cap, pack in plan]
                 for w, plan in plans.items()}
 
