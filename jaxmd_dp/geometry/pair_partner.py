@@ -19,6 +19,9 @@ import numpy as np
 _rows_of = jax.vmap(lambda x, r: x[r])  # per frame: x (n, ...) rows r (n, s) → (n, s, ...)
 
 
+TABLE_ENTRIES = 2**24  # the table path's (frames × atoms × atoms) int32 table at most (64 MiB)
+
+
 def pair_partners(idx: jax.Array, shift: jax.Array, atype: jax.Array, sel) -> jax.Array:
     """The slot of each same-type pair's reverse in its neighbour's list.
 
@@ -30,12 +33,52 @@ def pair_partners(idx: jax.Array, shift: jax.Array, atype: jax.Array, sel) -> ja
     flat slot j · nnei + k' of i (image −S) in j's list; −1 for an empty slot, for a neighbour of
     another type, and where j's list does not hold i (a list cut short by ``sel``). The relation is an
     involution: partner[partner[s]] = s.
+
+    Where no list holds an atom twice (one image of each neighbour within rcut: a cell wider than 2 rcut,
+    as water's), the slots come from an atoms × atoms table of where each atom sits in each list
+    (:func:`_partners_by_table`, ~n · nnei work); otherwise, or for a table over :data:`TABLE_ENTRIES`,
+    from a search of each neighbour's section (:func:`_partners_by_search`, ~n · sel_t² work).
     """
     nf, n, nnei = idx.shape
     idx = idx.astype(jnp.int32)
     atype = jnp.broadcast_to(atype, (nf, n))
+    if nf * n * n > TABLE_ENTRIES:
+        return _partners_by_search(idx, shift, atype, sel)
+    part, unique = _partners_by_table(idx, shift, atype, sel)
+    return jax.lax.cond(unique, lambda: part, lambda: _partners_by_search(idx, shift, atype, sel))
+
+
+def _section_types(sel) -> np.ndarray:
+    """(nnei,) the neighbour type of each slot."""
+    return np.repeat(np.arange(len(sel)), sel)
+
+
+def _partners_by_table(idx, shift, atype, sel) -> tuple[jax.Array, jax.Array]:
+    """:func:`pair_partners` from a table pos[f, j, i] = the slot of i in j's list, and () bool: no list
+    holds an atom twice (else the table keeps one of its slots and this result is not to be used).
+    idx (nf, n, nnei) int32, atype (nf, n)."""
+    nf, n, nnei = idx.shape
+    f = jnp.arange(nf, dtype=jnp.int32)[:, None, None]
+    me = jnp.arange(n, dtype=jnp.int32)[None, :, None]
+    col = jnp.where(idx >= 0, idx, n)  # empty slots out of range: dropped
+    slot = jnp.broadcast_to(jnp.arange(nnei, dtype=jnp.int32), idx.shape)
+    pos = jnp.full((nf, n, n), -1, jnp.int32).at[f, me, col].set(slot, mode="drop")
+    j = jnp.maximum(idx, 0)
+    back = pos[f, j, me]  # (nf, n, nnei): the slot of i in j's list, −1 if none
+    kb = jnp.maximum(back, 0)
+    rshift = shift[f, j, kb]  # the image of i in that slot
+    own = ((idx >= 0) & (atype[:, :, None] == jnp.asarray(_section_types(sel))) & (back >= 0)
+           & jnp.all(rshift == -shift, axis=-1))
+    once = (idx < 0) | (pos[f, me, j] == slot)  # an atom held twice keeps one of its slots in the table
+    return jnp.where(own, j * nnei + back, -1), jnp.all(once)
+
+
+def _partners_by_search(idx, shift, atype, sel) -> jax.Array:
+    """:func:`pair_partners` by comparing each slot with every slot of its neighbour's section, for
+    lists that hold an atom twice. idx (nf, n, nnei) int32, atype (nf, n)."""
+    nnei = idx.shape[-1]
     sec = np.concatenate([[0], np.cumsum(sel)]).astype(int)
-    me = jnp.arange(n, dtype=jnp.int32)[None, :, None, None]
+    me = jnp.arange(idx.shape[1], dtype=jnp.int32)[None, :, None, None]
     parts = []
     for t in range(len(sel)):
         a, b = int(sec[t]), int(sec[t + 1])
