@@ -74,8 +74,8 @@ def _partners_by_table(idx, shift, atype, sel) -> tuple[jax.Array, jax.Array]:
 
 
 def _partners_by_search(idx, shift, atype, sel) -> jax.Array:
-    """:func:`pair_partners` by comparing each slot with every slot of its neighbour's section, for
-    lists that hold an atom twice. idx (nf, n, nnei) int32, atype (nf, n)."""
+    """:func:`pair_partners` by comparing each slot with every slot of its neighbour's section (lists that
+    hold an atom twice, or too many atoms for the table). idx (nf, n, nnei) int32, atype (nf, n)."""
     nnei = idx.shape[-1]
     sec = np.concatenate([[0], np.cumsum(sel)]).astype(int)
     me = jnp.arange(idx.shape[1], dtype=jnp.int32)[None, :, None, None]

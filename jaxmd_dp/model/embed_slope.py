@@ -1,4 +1,4 @@
-"""A tanh embedding net's value G(s) and slope G′(s) = dG/ds in one pass, with a written-out VJP in the weights.
+"""An embedding net's value G(s) and slope G′(s) = dG/ds in one pass, with a written-out weight VJP.
 
 The training step needs the forces −∂E/∂r and the weight gradient of a loss on them. Differentiated twice
 by autodiff, the embedding net's part is a reverse pass through the net (for ∂E/∂s) and a reverse pass
@@ -9,7 +9,8 @@ Here the slope is carried forward beside the value instead (forward mode: one pr
 many as the reverse pass it replaces), and the descriptor uses G + G′·(s − s̄) with s̄ = s held constant
 (:func:`with_slope`): the value is G and its derivative in s is G′, so ∂E/∂s_p = Σ_m ∂E/∂G_pm · G′_pm is a
 row-wise product, and the coordinates' reverse pass does not enter the net. The weights then see the net
-once, through (G, G′), and that first-order VJP is written out (:func:`value_and_slope`): per layer two
+once, through (G, G′), and for tanh nets that first-order VJP is written out (:func:`value_and_slope`;
+:func:`net_value_and_slope` picks it for an :class:`~jaxmd_dp.model.nets.EmbeddingNet`): per layer two
 products for the weight gradient and two to the layer below, and one element-wise pass each way.
 
 Layer k (DeePMD's rule, :class:`~jaxmd_dp.model.nets.Layer`): z = x·W + b, y = idt ⊙ tanh(z) + skip(x);
@@ -22,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxmd_dp.model.nets import PRECISION, has_skip
+from jaxmd_dp.model.nets import PRECISION, EmbeddingNet, has_skip
 
 
 def _mm(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -96,10 +97,21 @@ def _value_and_slope_bwd(saved, cts):
             gy = _mm(gz, w.T) + (_fold(gy, n_in) if skip else 0)
             gyp = _mm(gu, w.T) + (_fold(gyp, n_in) if skip else 0)
         grads.append(g)
-    return grads[::-1], jnp.zeros_like(res[0][0])
+    return grads[::-1], jnp.zeros_like(res[0][0])  # s (the first layer's x) gets none: see with_slope
 
 
 value_and_slope.defvjp(_value_and_slope_fwd, _value_and_slope_bwd)
+
+
+def net_value_and_slope(net: EmbeddingNet, s: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(G(s), G′(s)) of an embedding net (bound, e.g. a submodule inside a ``compact`` method) for s (rows, 1):
+    with tanh, :func:`value_and_slope` on the net's weights; otherwise, or while the net is initialised, the
+    net in forward mode (autodiff of its layers)."""
+    params = net.variables.get("params")
+    if net.activation != "tanh" or not params:
+        return net(s, jnp.ones_like(s))
+    layers = [dict(params[f"layer_{k}"]) for k in range(len(net.neuron))]
+    return value_and_slope(layers, s.astype(net.dtype))
 
 
 def with_slope(G: jax.Array, dG: jax.Array, s: jax.Array) -> jax.Array:

@@ -138,17 +138,6 @@ class EmbeddingNet(nn.Module):
         """G(s); with a tangent ds (..., 1) also G'(s)·ds → (G, dG) (for :mod:`embed_table`'s nodes)."""
         return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype, ds)
 
-    def value_and_slope(self, s: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(G(s), G′(s)) for s (rows, 1): with tanh, :func:`embed_slope.value_and_slope` (its VJP written
-        out, reverse mode in the weights only); otherwise (or while initialising) the net in forward mode."""
-        params = self.variables.get("params")
-        if self.activation != "tanh" or not params:
-            return self(s, jnp.ones_like(s))
-        from jaxmd_dp.model.embed_slope import value_and_slope
-
-        layers = [dict(params[f"layer_{k}"]) for k in range(len(self.neuron))]
-        return value_and_slope(layers, s.astype(self.dtype))
-
 
 class FittingNet(nn.Module):
     """Fitting net: descriptor (..., dim) → atomic energy (..., 1) eV, last layer linear."""

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.running_count import running_count
-from jaxmd_dp.model.embed_slope import with_slope
+from jaxmd_dp.model.embed_slope import net_value_and_slope, with_slope
 from jaxmd_dp.model.embed_table import outer
 from jaxmd_dp.model.nets import PRECISION
 
@@ -182,7 +182,7 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax
     its partnered pairs. The derivatives reach the coordinates through the kept slot's s, the same
     function of the pair's distance as the other's.
 
-    The net gives G and its slope G′ (:meth:`~jaxmd_dp.model.nets.EmbeddingNet.value_and_slope`), so G's
+    The net gives G and its slope G′ (:func:`~jaxmd_dp.model.embed_slope.net_value_and_slope`), so G's
     derivative in s is G′ (:func:`~jaxmd_dp.model.embed_slope.with_slope`): first derivatives in the
     coordinates (forces, virials) and reverse-mode ones in the weights, as the training step needs; no
     second derivative in the coordinates (nor has :func:`~jaxmd_dp.model.se_e2_a.env_product_train`).
@@ -190,7 +190,7 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax
     nf, n, s = mask.shape
     to_rows, to_slots = pack_maps(mask.reshape(nf, n * s), size, partner)
     s_packed = take(R[..., 0].reshape(nf, n * s), *to_rows).reshape(nf * size, 1)
-    G, dG = net.value_and_slope(jax.lax.stop_gradient(s_packed))
+    G, dG = net_value_and_slope(net, jax.lax.stop_gradient(s_packed))
     return take(with_slope(G, dG, s_packed).reshape(nf, size, -1), *to_slots).reshape(nf, n, s, -1)
 
 

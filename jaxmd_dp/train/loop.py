@@ -356,7 +356,8 @@ class Trainer:
         if packed:
             self.log("embedding nets on real neighbour pairs only (training.pair_packing"
                      + (", once per pair of same-type atoms: training.pair_sharing" if self._share else "")
-                     + "), per frame " + "; ".join(packed[:4]) + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
+                     + "), per frame " + "; ".join(packed[:4])
+                     + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
         if table:
             self.log(f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained "
                      "model is exact)")

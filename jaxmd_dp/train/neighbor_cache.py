@@ -105,8 +105,9 @@ class _Group:
     data: coord (F, natoms, 3) Å; box (F, 3, 3) Å (zeros when not periodic); atype (F, natoms) int32;
     energy (F,) eV; force (F, natoms, 3) eV/Å; virial (F, 9) eV (zeros where a system has no labels).
     lists: idx (C, natoms, nnei) int16 (int32 from 32,768 atoms), shift (C, natoms, nnei, 3) int16,
-    nmax (C, ntypes) int32, and with ``share`` the slots' reverse pairs (C, natoms, nnei) int32. ``slot[row]``: the slot of frame ``row``'s lists, −1 until they are built;
-    slots are given out in draw order. ``first[s]``: the row of system s's frame 0."""
+    nmax (C, ntypes) int32, and with ``share`` the slots' reverse pairs (C, natoms, nnei) int32.
+    ``slot[row]``: the slot of frame ``row``'s lists, −1 until they are built; slots are given out in draw
+    order. ``first[s]``: the row of system s's frame 0."""
 
     def __init__(self, systems: dict, nnei: int, ntypes: int, slots: int, share: bool = False):
         batches = [make_batch(s, np.arange(s.nframes)) for s in systems.values()]

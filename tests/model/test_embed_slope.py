@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmd_dp.model.embed_slope import with_slope
+from jaxmd_dp.model.embed_slope import net_value_and_slope, with_slope
 from jaxmd_dp.model.nets import EmbeddingNet
 
 # (neuron, resnet_dt, activation): skips of out = 2·in and out = in, idt or not; gelu takes the autodiff path
@@ -25,7 +25,7 @@ def _setup(neuron, resnet_dt, activation):
 
 
 def _slope_path(net, params, s):
-    return net.apply(params, s, method=EmbeddingNet.value_and_slope)
+    return net.apply(params, s, method=net_value_and_slope)
 
 
 def _autodiff_path(net, params, s):
