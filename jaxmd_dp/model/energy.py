@@ -124,7 +124,9 @@ class DeepPot(nn.Module):
 
     def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
                  packing: Packing | None = None) -> jax.Array:
-        return self.fitting(self.descriptor(R, atype, capacity, packing), atype, capacity)
+        # the packed path is the training step's, reverse mode only (as env_product_train and row_take.take)
+        return self.fitting(self.descriptor(R, atype, capacity, packing), atype, capacity,
+                            reverse_only=packing is not None)
 
 
 def init_params(hyper: ModelHyper, seed: int = 0):

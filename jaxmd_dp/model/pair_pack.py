@@ -26,6 +26,7 @@ from jaxmd_dp.geometry.running_count import running_count
 from jaxmd_dp.model.embed_slope import net_value_and_slope, with_slope
 from jaxmd_dp.model.embed_table import outer
 from jaxmd_dp.model.nets import PRECISION
+from jaxmd_dp.model.row_take import take
 
 
 class Packing(NamedTuple):
@@ -121,35 +122,8 @@ def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     return idx, jnp.clip(pos, 0, size - 1)
 
 
-def _take_rows(x: jax.Array, rows: jax.Array, keep: jax.Array) -> jax.Array:
-    """x (nf, m, ...) rows ``rows`` (nf, k) → (nf, k, ...), 0 where not ``keep`` (nf, k)."""
-    r = jnp.take_along_axis(x, rows.reshape(rows.shape + (1,) * (x.ndim - 2)), axis=1)
-    return jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 2)), r, 0)
-
-
-# Packing and unpacking are linear maps, each the other's transpose; both are gathers (sums of at most two).
-# Giving each a custom VJP in terms of the other keeps every derivative (forces, and the weight gradient
-# through the forces) a gather too, instead of the scatter-add that differentiating a gather gives (slow
-# on CPU).
-@jax.custom_vjp
-def take(x: jax.Array, fwd: tuple, bwd: tuple) -> jax.Array:
-    """Σ over (rows, keep) in ``fwd`` of x's rows ``rows``, 0 where not ``keep``: x (nf, m, ...) → (nf, k, ...)
-    for rows, keep (nf, k). ``bwd`` lists the same for the transpose map (its VJP), (nf, m) each."""
-    return sum(_take_rows(x, rows, keep) for rows, keep in fwd)
-
-
-def _take_fwd(x, fwd, bwd):
-    return take(x, fwd, bwd), (fwd, bwd)
-
-
-def _take_bwd(res, ct):
-    fwd, bwd = res
-    return take(ct, bwd, fwd), jax.tree_util.tree_map(lambda _: None, fwd), jax.tree_util.tree_map(lambda _: None, bwd)
-
-
-take.defvjp(_take_fwd, _take_bwd)
-
-
+# Packing and unpacking are linear maps, each the other's transpose; both are gathers (sums of at most two),
+# and :func:`~jaxmd_dp.model.row_take.take` gives each a VJP in terms of the other.
 def pack_maps(mask: jax.Array, size: int, partner: jax.Array | None = None) -> tuple[tuple, tuple]:
     """The two :func:`take` maps of a packed block, each as its (fwd, bwd) specs: (to rows, to slots).
 
