@@ -6,8 +6,8 @@ over that reverse pass (for the weights), whose transposed products XLA CPU fuse
 producers, gathers included, into strided transposes (0.5–2 ms each on the water nets' rows, float32).
 
 Here the slope is carried forward beside the value instead (forward mode: one product more per layer, as
-many as the reverse pass it replaces), and the descriptor uses G + G′·(s − s̄) with s̄ = s held constant
-(:func:`with_slope`): the value is G and its derivative in s is G′, so ∂E/∂s_p = Σ_m ∂E/∂G_pm · G′_pm is a
+many as the reverse pass it replaces), and the descriptor uses G with G′ as its derivative in s
+(:func:`with_slope`, a ``custom_jvp`` with the tangent Ġ + G′·ṡ), so ∂E/∂s_p = Σ_m ∂E/∂G_pm · G′_pm is a
 row-wise product, and the coordinates' reverse pass does not enter the net. The weights then see the net
 once, through (G, G′), and for tanh nets that first-order VJP is written out (:func:`value_and_slope`;
 :func:`net_value_and_slope` picks it for an :class:`~jaxmd_dp.model.nets.EmbeddingNet`): per layer two
@@ -15,7 +15,7 @@ products for the weight gradient and two to the layer below, and one element-wis
 
 Layer k (DeePMD's rule, :class:`~jaxmd_dp.model.nets.Layer`): z = x·W + b, y = idt ⊙ tanh(z) + skip(x);
 its slope y′ = idt ⊙ (1 − tanh²z) ⊙ (x′·W) + skip(x′), with x′ = 1 at the input s. Second derivatives in s
-are not kept (G + G′·(s − s̄) has none): the training step differentiates the coordinates once.
+are not kept (G′ is taken as a constant of s): the training step differentiates the coordinates once.
 """
 
 from __future__ import annotations
@@ -114,8 +114,17 @@ def net_value_and_slope(net: EmbeddingNet, s: jax.Array) -> tuple[jax.Array, jax
     return value_and_slope(layers, s.astype(net.dtype))
 
 
+@jax.custom_jvp
 def with_slope(G: jax.Array, dG: jax.Array, s: jax.Array) -> jax.Array:
-    """G + G′·(s − s̄), s̄ = s held constant: the value G (s − s̄ is exactly 0) whose first derivative in
-    s is G′. G, dG: (..., M1); s: (..., 1), the net's input with its derivatives."""
-    return G + dG * (s - jax.lax.stop_gradient(s)).astype(G.dtype)
+    """G, with G′ as its derivative in s: the value is G and the tangent Ġ + G′·ṡ (as G + G′·(s − s̄) with
+    s̄ = s held constant would give, without computing that zero product: G′ is not read for the value, and
+    the weight gradient gets no cotangent for G′ multiplied by s − s̄ = 0; water training step ~2 % shorter,
+    ``bench/RESULTS.md`` session 34). G, dG: (..., M1); s: (..., 1), the net's input with its derivatives."""
+    return G
 
+
+@with_slope.defjvp
+def _with_slope_jvp(primals, tangents):
+    G, dG, _ = primals
+    tG, _, ts = tangents  # G′'s own tangent multiplies s − s̄ = 0
+    return G, tG + dG * ts.astype(G.dtype)
