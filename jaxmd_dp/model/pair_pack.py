@@ -122,8 +122,10 @@ def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     return idx, jnp.clip(pos, 0, size - 1)
 
 
-# Packing and unpacking are linear maps, each the other's transpose; both are gathers (sums of at most two),
-# and :func:`~jaxmd_dp.model.row_take.take` gives each a VJP in terms of the other.
+# Packing and unpacking are linear maps, each the other's transpose; both are gathers (with partners, a
+# row's transpose takes its slot plus the partner slot, one gather of that sum: water training step 6-7 %
+# shorter than two gathers whose sum XLA recomputed in every reader, bench/RESULTS.md session 34), and
+# :func:`~jaxmd_dp.model.row_take.take` gives each a VJP in terms of the other.
 def pack_maps(mask: jax.Array, size: int, partner: jax.Array | None = None) -> tuple[tuple, tuple]:
     """The two :func:`take` maps of a packed block, each as its (fwd, bwd) specs: (to rows, to slots).
 
@@ -136,10 +138,9 @@ def pack_maps(mask: jax.Array, size: int, partner: jax.Array | None = None) -> t
     idx, pos = pack_index(kept, size)
     valid = jnp.arange(size) < jnp.sum(kept, axis=-1, keepdims=True)  # (nf, size)
     inv, fold = pos, ((idx, valid),)
-    if partner is not None:  # the other slot of a pair reads the kept slot's row
+    if partner is not None:  # the other slot of a pair reads the kept slot's row, and the row sums both slots
         inv = jnp.where(kept, pos, jnp.take_along_axis(pos, jnp.maximum(partner, 0), axis=1))
-        other = jnp.take_along_axis(partner, idx, axis=1)  # (nf, size): the partner of each row's slot
-        fold += ((jnp.maximum(other, 0), valid & (other >= 0)),)
+        fold = ((idx, valid, (jnp.maximum(partner, 0), partner >= 0)),)  # rows of (slot + its partner slot)
     return (((idx, valid),), ((pos, kept),)), (((inv, mask),), fold)
 
 

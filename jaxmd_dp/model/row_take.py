@@ -20,11 +20,22 @@ def _take_rows(x: jax.Array, rows: jax.Array, keep: jax.Array) -> jax.Array:
     return jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 2)), r, 0)
 
 
+def _take_spec(x: jax.Array, spec: tuple) -> jax.Array:
+    """One gather of :func:`take`: (rows, keep), or (rows, keep, (pre_rows, pre_keep)) for rows of
+    x + (x's rows ``pre_rows`` (nf, m), 0 where not ``pre_keep``): the sum of two gathers as one, so that
+    XLA materialises one array, not two whose sum every reader recomputes."""
+    rows, keep, *pre = spec
+    if pre:
+        x = x + _take_rows(x, *pre[0])
+    return _take_rows(x, rows, keep)
+
+
 @jax.custom_vjp
 def take(x: jax.Array, fwd: tuple, bwd: tuple) -> jax.Array:
-    """Σ over (rows, keep) in ``fwd`` of x's rows ``rows``, 0 where not ``keep``: x (nf, m, ...) → (nf, k, ...)
-    for rows, keep (nf, k). ``bwd`` lists the same for the transpose map (its VJP), (nf, m) each."""
-    return sum(_take_rows(x, rows, keep) for rows, keep in fwd)
+    """Σ over the specs in ``fwd`` of x's rows ``rows``, 0 where not ``keep``: x (nf, m, ...) → (nf, k, ...)
+    for rows, keep (nf, k); a spec (rows, keep, (pre_rows, pre_keep)) takes the rows of x plus x's rows
+    ``pre_rows`` (nf, m) (:func:`_take_spec`). ``bwd`` lists the same for the transpose map (its VJP)."""
+    return sum(_take_spec(x, spec) for spec in fwd)
 
 
 def _take_fwd(x, fwd, bwd):
