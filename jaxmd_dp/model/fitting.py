@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmd_dp.model.nets import FittingNet
-from jaxmd_dp.model.type_groups import (default_capacity, gather_type, inverse_type, put_atoms, take_atoms,
-                                        take_atoms_rev)
+from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms, take_atoms_rev
 
 
 class EnergyFitting(nn.Module):
@@ -37,9 +36,6 @@ class EnergyFitting(nn.Module):
         for t in range(self.ntypes):
             order, valid = gather_type(atype, t, max(1, capacity[t]))
             net = FittingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"fit_{t}")
-            if reverse_only and order is not None:
-                block = take_atoms_rev(D, order, valid, inverse_type(atype, t, order.shape[1]))
-            else:
-                block = take_atoms(D, order)
+            block = take_atoms_rev(D, atype, t, order, valid) if reverse_only else take_atoms(D, order)
             out = put_atoms(out, order, valid, net(block)[..., 0])
         return out

@@ -44,13 +44,15 @@ def inverse_type(atype: jax.Array, t: int, capacity: int) -> tuple[jax.Array, ja
     return jnp.clip(pos, 0, capacity - 1), is_t & (pos < capacity)
 
 
-def take_atoms_rev(x: jax.Array, order: jax.Array, valid: jax.Array,
-                   inverse: tuple[jax.Array, jax.Array]) -> jax.Array:
+def take_atoms_rev(x: jax.Array, atype: jax.Array, t: int, order: jax.Array, valid: jax.Array) -> jax.Array:
     """:func:`take_atoms` for reverse mode only (the training step): rows ``order`` (nframes, capacity) of x
-    (nframes, natoms, ...), 0 where not ``valid``, with a gather by ``inverse`` (:func:`inverse_type`) as its
-    VJP instead of a scatter-add into zeros (:func:`~jaxmd_dp.model.row_take.take`): the water training step
-    ~1 ms (float32) and 1.4–1.9 ms (float64) shorter (``bench/RESULTS.md``, session 34)."""
-    return take(x, ((order, valid),), (inverse,))
+    (nframes, natoms, ...), the block of type ``t`` from :func:`gather_type`, 0 where not ``valid``, with the
+    inverse gather (:func:`inverse_type`) as its VJP instead of a scatter-add into zeros
+    (:func:`~jaxmd_dp.model.row_take.take`): the water training step ~1 ms (float32) and 1.4–1.9 ms (float64)
+    shorter (``bench/RESULTS.md``, session 34). ``order`` None (a block of every atom): x, in place."""
+    if order is None:
+        return x
+    return take(x, ((order, valid),), (inverse_type(atype, t, order.shape[1]),))
 
 
 def put_atoms(out: jax.Array, order: jax.Array | None, valid: jax.Array, values: jax.Array) -> jax.Array:

@@ -40,7 +40,7 @@ def test_reverse_only_blocks_give_the_same_values_and_derivatives():
         out = jnp.zeros((2, 6, 3))
         for t in (0, 1):
             order, valid = gather_type(ATYPE, t, 3)
-            block = take_atoms_rev(x, order, valid, inverse_type(ATYPE, t, 3)) if rev else take_atoms(x, order)
+            block = take_atoms_rev(x, ATYPE, t, order, valid) if rev else take_atoms(x, order)
             out = put_atoms(out, order, valid, jnp.tanh((t + 1) * block))
         return out
 
