@@ -1,5 +1,5 @@
 #!/bin/bash
-# On a GPU machine, in one go (about 9 minutes on an H200):
+# On a GPU machine (about 13 minutes on an H200 if every part runs; see the two calls below):
 #  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests), and the device store of
 #     frames and lists (tests/train/test_neighbor_cache.py: its gathers and in-place writes on the GPU);
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
@@ -11,8 +11,9 @@
 #  5. the kernels' own timings (bench/gpu_kernels.py);
 #  6. a profile of steps 4-8 of the Cu float32 loop (train --profile; OUTDIR/prof_copper.tgz, for
 #     TensorBoard or Perfetto): where the host leaves the GPU idle;
-#  7. the first step's compile, Cu float64, with XLA's GEMM autotuning on and off
-#     (--xla_gpu_autotune_level=0; session 26 found float32's 14.4 s fall to 6.8 s without it)
+#  7. the first step's compile, water float32, with XLA's GEMM autotuning on and off
+#     (--xla_gpu_autotune_level=0; session 26 found Cu float32's 14.4 s fall to 6.8 s without it; session 35
+#     saw water float32's first step take 31.1 s against float64's 18.7 s)
 # Eight files in OUTDIR (a device tool may bring back only a few).
 # Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
 # that part is gone.
@@ -21,11 +22,15 @@
 # only the checkout travels to the GPU machine (session 23), copy ../shared/{data,fixtures,bench} into a
 # git-ignored folder of it (55 MB without nopbc data) and run `ln -sfn "$PWD/FOLDER" ../shared` there first.
 # Each part has its own time limit (seconds, in the variables below), so a slow or failing part leaves
-# the others running; STEPS and the limits are variables for a smoke run on a CPU. All seven parts may
-# take ~12 minutes on an H200 (an estimate from session 23's timings), over one device call's 10: run
-# them in two calls, each within 10 minutes even where every part runs to its limit:
-#   PARTS="1 2" bash bench/gpu_check.sh OUTDIR        (~7 minutes; limits 530 s)
-#   PARTS="3 4 5 6 7" bash bench/gpu_check.sh OUTDIR  (~5 minutes; limits 555 s)
+# the others running; STEPS and the limits are variables for a smoke run on a CPU. SPEED_INPUTS,
+# LOOP_INPUTS and COMPILE_INPUTS choose the inputs of parts 2, 4 and 7. A session has 15 minutes of device
+# time, the machine's start included (~30 s a start): session 35's two calls took 480 s (parts 1 and 2)
+# and 207 s (parts 3 and 4, two loop inputs), and part 1 needed more than 110 s, part 2 more than 130 s for
+# water's four runs (the limits below are raised to match). In the order that matters most:
+#   PARTS="1 2" SPEED_INPUTS="water copper" bash bench/gpu_check.sh OUTDIR      (limits 150 + 2 x 170 s)
+#   PARTS="2 4" SPEED_INPUTS=almgcu LOOP_INPUTS="water_float32 copper_float32" \
+#     bash bench/gpu_check.sh OUTDIR                                            (limits 170 + 2 x 70 s)
+# and in a later session PARTS="3 5 6 7" (limits 3 x 45 + 60 + 60 + 2 x 60 s).
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -45,11 +50,11 @@ for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'flo
   git log -1 --format='commit %h %s' 2>/dev/null
 } 2>&1 | tee -a "$out/env.txt"
 if part 1 "fixtures (DeePMD-kit's predictions, kernels: auto)"; then
-  timeout "${T_FIXTURES:-110}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py tests/train/test_neighbor_cache.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
+  timeout "${T_FIXTURES:-150}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py tests/train/test_neighbor_cache.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
 fi
 if part 2 "training speed"; then
-  for input in water copper almgcu; do  # each input its own limit: a slow compile on one leaves the others
-    timeout "${T_SPEED:-140}" $PY bench/train_speed.py --ours-only --inputs $input --precision float64 float32 \
+  for input in ${SPEED_INPUTS:-water copper almgcu}; do  # each its own limit: a slow compile leaves the others
+    timeout "${T_SPEED:-170}" $PY bench/train_speed.py --ours-only --inputs $input --precision float64 float32 \
       --steps "$STEPS" --disp 50 --repeats 1 --table 64 --out "$runs/$input" 2>&1 | tee -a "$out/speed.txt"
   done
 fi
@@ -60,7 +65,7 @@ if part 3 "bare steps"; then
   done
 fi
 if part 4 "the loop around the step"; then
-  for c in copper_float32 almgcu_float64 water_float32; do  # water: its step gathers its rows itself (session 26)
+  for c in ${LOOP_INPUTS:-copper_float32 almgcu_float64 water_float32}; do  # water: its step gathers its rows itself (session 26)
     timeout "${T_LOOP:-70}" $PY bench/loop_overhead.py "$runs/in/$c.json" training.embedding_table=64 \
       --steps "${LOOP_STEPS:-150}" --rounds 4 2>&1 | tail -6 | tee -a "$out/loop.txt"
   done
@@ -74,10 +79,10 @@ if part 6 "profile of the Cu float32 loop"; then
   tar -czf "$out/prof_copper.tgz" -C "$runs" prof && du -h "$out/prof_copper.tgz"
 fi
 if part 7 "first-step compile, GEMM autotuning on and off"; then
-  for c in copper_float64; do
+  for c in ${COMPILE_INPUTS:-water_float32}; do
     for flags in "" "--xla_gpu_autotune_level=0"; do
       echo "$c XLA_FLAGS='$flags'" | tee -a "$out/compile.txt"
-      XLA_FLAGS="$flags" timeout "${T_COMPILE:-45}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
+      XLA_FLAGS="$flags" timeout "${T_COMPILE:-60}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
         | grep -E 'first training step|neighbour scan of' | tee -a "$out/compile.txt"
     done
   done
