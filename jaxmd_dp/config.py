@@ -659,8 +659,9 @@ class TrainingConfig(_Section):
     neighbor_cache_mb (jaxmd_dp): device memory (MiB) for the training frames and their neighbour lists,
     the frames copied to the device once, each list built the first time its frame is drawn and kept
     across epochs, for at most numb_steps × batch size frames (:mod:`jaxmd_dp.train.neighbor_cache`; same
-    results), and as much again for the validation frames; 0: batches copied from the host and their lists
-    built in every step.
+    results), and as much again for the validation frames of merged batches (other validation batches have
+    their lists built in the evaluation step); 0: batches copied from the host and their lists built in
+    every step.
     merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
     lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
     compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one

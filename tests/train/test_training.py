@@ -215,10 +215,12 @@ def test_pair_sharing_off_without_per_type_statistics(monkeypatch, tmp_path):
 
 
 def test_neighbor_lists_built_in_the_step_change_no_number(full_run, tmp_path):
-    """The default run passes each frame's neighbour list to the step (training.neighbor_cache_mb);
-    with the cache off the step builds them itself, and the learning curve is the same."""
+    """The default run passes each training frame's neighbour list to the step (training.neighbor_cache_mb)
+    and builds the validation batches' lists in the evaluation step (not merged: nothing stored for them);
+    with the cache off the training step builds them itself too, and the learning curve is the same."""
     trainer, full_out, _ = full_run
-    assert trainer.neighbor_cache.used > 0 and trainer.valid_neighbor_cache.used > 0
+    assert trainer.neighbor_cache.used > 0 and not trainer.valid_neighbor_cache.enabled
+    assert "valid" not in trainer.merged
     out = tmp_path / "in_step"
     plain = Trainer(small_config(numb_steps=100, neighbor_cache_mb=0), out, log=lambda *a: None)
     assert not plain.neighbor_cache.enabled and not plain.valid_neighbor_cache.enabled
