@@ -23,8 +23,10 @@ frames as the run can draw (``draws``: numb_steps × the largest batch), so a sh
 holds few; a batch whose new frames find no slot left is treated as not stored.
 ``training.neighbor_cache_mb`` bounds the memory; a group of systems that does not fit is not stored:
 its batches are copied from the host and their lists built for each batch (outside the step, same
-numbers). The trainer keeps one cache for the training systems and one, with the same budget, for the
-validation systems (their eval step then skips the build as well).
+numbers). The trainer keeps one cache for the training systems, and one with the same budget for the
+validation systems where their batches are merged (merged batches always carry their lists); other
+validation batches have their lists built in the evaluation step (a frame per ``disp_freq`` steps: a store
+would only add a program to compile at start-up).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Per-type blocks (jaxmd_dp.model.type_groups): a block that would hold every atom runs in place (no
 gather or scatter) and gives what the gathered block gives."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -34,8 +35,6 @@ def test_reverse_only_blocks_give_the_same_values_and_derivatives():
     """take_atoms_rev (a gather whose VJP is the inverse gather) against take_atoms (autodiff's
     scatter-add): the same per-type sums, gradients and second reverse derivatives, with padding atoms and
     blocks smaller than the frame."""
-    import jax
-
     def per_type(x, rev):
         out = jnp.zeros((2, 6, 3))
         for t in (0, 1):
