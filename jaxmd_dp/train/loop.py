@@ -534,9 +534,11 @@ class Trainer:
 
     def _prepare_validation_ahead(self) -> concurrent.futures.Future:
         """On a thread: draw and prepare the first validation batch and compile the evaluation step for it,
-        while this thread traces and compiles the first training step. Tracing holds one core and part of
-        XLA's compile runs on one, so the evaluation step's compile fills the other: a cold water start
-        0.3–0.6 s shorter on a 2-core CPU, for ~0.2 GB more peak memory (two compiles at once). The future
+        while this thread compiles the first training step (a cold water start 0.3–0.6 s shorter on a
+        2-core CPU than one compile after the other, for ~0.2 GB more peak memory). Called once the
+        training step is traced and lowered: tracing is Python, which holds the interpreter lock, so two
+        traces side by side only take turns and delay the step's compile (started before the step's
+        trace, the cold water float32 start took ~1 s longer: median of 12 paired rounds, session 36). The future
         gives (batch, arrays, layout) for :meth:`validate`, whose call then finds the compiled step in jax's
         caches. Only where the first validation follows the first step (step 0 → 1): the sampler's state
         saved in a checkpoint then never runs ahead; and on one device (the weights uncommitted, as the
@@ -614,6 +616,9 @@ class Trainer:
                 pending = None
                 recent[step] = int(batch["sys_index"])
                 if step == 0 and writer and self.valid_data is not None and self.workers.mesh is None:
+                    # the step traced and lowered first: its call below finds both in jax's caches and
+                    # compiles, while the thread started here traces and compiles the evaluation step
+                    self.train_step.trace(self.state, self.stats, arrays, layout).lower()
                     self._valid_ahead = self._prepare_validation_ahead()
                 self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
                 counts.append(metrics["nneigh_max"])

@@ -42,13 +42,27 @@ def compiles():
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory, compiles):
+def compile_stages():
+    """(stage, function name) of each trace, lowering and XLA compile during ``full_run``'s training, in
+    the order they ended."""
+    return []
+
+
+STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+          "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+          "/jax/core/compile/backend_compile_duration": "compile"}
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, compiles, compile_stages):
     out = tmp_path_factory.mktemp("full")
     trainer = Trainer(small_config(), out, log=lambda *a: None)
 
     def listen(event, secs, fun_name=None, **kwargs):
         if event == "/jax/core/compile/backend_compile_duration":
             compiles.append((fun_name, threading.current_thread().name))
+        if event in STAGES:
+            compile_stages.append((STAGES[event], fun_name))
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
@@ -98,6 +112,17 @@ def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp
     after = Trainer(small_config(numb_steps=100), out, log=lambda *a: None)
     after.fit(10)
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")[:2]
+
+
+def test_training_step_traced_before_the_evaluation_step(full_run, compile_stages):
+    """The first training step is traced and lowered before the thread that compiles the evaluation step
+    starts (tracing is Python: two traces side by side only take turns); the step's call then reuses that
+    trace and lowering, so each happens once."""
+    stages = [(stage, "train" if "train_step" in name else "eval" if "eval_step" in name else None)
+              for stage, name in compile_stages]
+    for stage in ("trace", "lower", "compile"):
+        assert stages.count((stage, "train")) == 1, compile_stages
+    assert stages.index(("lower", "train")) < stages.index(("trace", "eval")), compile_stages
 
 
 def test_evaluation_step_follows_the_run_length(full_run, tmp_path):
