@@ -538,7 +538,7 @@ class Trainer:
         2-core CPU than one compile after the other, for ~0.2 GB more peak memory). Called once the
         training step is traced and lowered: tracing is Python, which holds the interpreter lock, so two
         traces side by side only take turns and delay the step's compile (started before the step's
-        trace, the cold water float32 start took ~1 s longer: median of 12 paired rounds, session 36). The future
+        trace, the cold water float32 start took ~1 s longer: median of 17 paired rounds, session 36). The future
         gives (batch, arrays, layout) for :meth:`validate`, whose call then finds the compiled step in jax's
         caches. Only where the first validation follows the first step (step 0 → 1): the sampler's state
         saved in a checkpoint then never runs ahead; and on one device (the weights uncommitted, as the

@@ -118,7 +118,7 @@ def test_training_step_traced_before_the_evaluation_step(full_run, compile_stage
     """The first training step is traced and lowered before the thread that compiles the evaluation step
     starts (tracing is Python: two traces side by side only take turns); the step's call then reuses that
     trace and lowering, so each happens once."""
-    stages = [(stage, "train" if "train_step" in name else "eval" if "eval_step" in name else None)
+    stages = [(stage, "train" if "train_step" in (name or "") else "eval" if "eval_step" in (name or "") else None)
               for stage, name in compile_stages]
     for stage in ("trace", "lower", "compile"):
         assert stages.count((stage, "train")) == 1, compile_stages
