@@ -36,15 +36,9 @@ def lcurve_rows(path):
 
 
 @pytest.fixture(scope="module")
-def compiles():
-    """(function name, thread name) of each XLA compile during ``full_run``'s training."""
-    return []
-
-
-@pytest.fixture(scope="module")
 def compile_stages():
-    """(stage, function name) of each trace, lowering and XLA compile during ``full_run``'s training, in
-    the order they ended."""
+    """(stage, function name, thread name) of each trace, lowering and XLA compile during ``full_run``'s
+    training, in the order they ended."""
     return []
 
 
@@ -54,15 +48,13 @@ STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory, compiles, compile_stages):
+def full_run(tmp_path_factory, compile_stages):
     out = tmp_path_factory.mktemp("full")
     trainer = Trainer(small_config(), out, log=lambda *a: None)
 
     def listen(event, secs, fun_name=None, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append((fun_name, threading.current_thread().name))
         if event in STAGES:
-            compile_stages.append((STAGES[event], fun_name))
+            compile_stages.append((STAGES[event], fun_name, threading.current_thread().name))
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
@@ -70,6 +62,12 @@ def full_run(tmp_path_factory, compiles, compile_stages):
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     return trainer, out, summary
+
+
+@pytest.fixture(scope="module")
+def compiles(full_run, compile_stages):
+    """(function name, thread name) of each XLA compile during ``full_run``'s training."""
+    return [(name, thread) for stage, name, thread in compile_stages if stage == "compile"]
 
 
 def test_loss_decreases_and_outputs(full_run):
@@ -119,7 +117,7 @@ def test_training_step_traced_before_the_evaluation_step(full_run, compile_stage
     starts (tracing is Python: two traces side by side only take turns); the step's call then reuses that
     trace and lowering, so each happens once."""
     stages = [(stage, "train" if "train_step" in (name or "") else "eval" if "eval_step" in (name or "") else None)
-              for stage, name in compile_stages]
+              for stage, name, _ in compile_stages]
     for stage in ("trace", "lower", "compile"):
         assert stages.count((stage, "train")) == 1, compile_stages
     assert stages.index(("lower", "train")) < stages.index(("trace", "eval")), compile_stages
