@@ -18,7 +18,6 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +25,7 @@ import numpy as np
 
 from jaxmd_dp.cli_util import run_cli
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.geometry.neighbor import reduction_jit
 
 CHUNK = 64  # frames per call of the compiled statistics function (at most)
 MAX_PAIRS = 16_000_000  # centre × candidate pairs per call (memory bound for large systems)
@@ -58,7 +58,7 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
     return [int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in np.asarray(max_nbor_size).tolist()]
 
 
-@partial(jax.jit, static_argnums=(0, 1))
+@reduction_jit(static_argnums=(0, 1))
 def _frame_stats(spec, rcut_smth, coord, box, atype):
     """((nframes, ntypes) most neighbours of each type of an atom, (nframes,) min distance to the nearest
     neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type (and the same with each pair

@@ -47,7 +47,8 @@ import numpy as np
 from jaxmd_dp.data.sampler import DataSampler, make_batch, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors, smooth_weight
-from jaxmd_dp.geometry.neighbor import NeighborSpec, allocate, build, candidates_per_atom, reduce_candidates
+from jaxmd_dp.geometry.neighbor import (NeighborSpec, allocate, build, candidates_per_atom, reduce_candidates,
+                                       reduction_jit)
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
@@ -116,7 +117,7 @@ def _batch_box(batch: dict) -> np.ndarray | None:
     return box if np.any(box) else None
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+@reduction_jit(static_argnums=(0, 1, 2, 3))
 def _chunk_sums_candidates(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool, coord, box, atype):
     """:func:`_chunk_sums` straight from the candidate pairs within rcut, without selecting them into
     ``sel`` slots (several times cheaper). Equal to it whenever no atom has more neighbours of a type

@@ -592,3 +592,45 @@ def test_minimage_auto_choice_and_fits():
     # Cu's 32 atoms in a 7.2 Å cube with rcut 8 Å: 3 × 3 × 3 boxes (864 candidates) against 81 images (2,592)
     cu = allocate(rng.uniform(0, 7.2, (1, 32, 3)), np.diag([7.2] * 3)[None], 8.0, (512,))
     assert cu.method == "minimage" and cu.ncell == (3, 3, 3) and candidates_per_atom(cu) == 864
+
+
+def test_reduction_jit_compiles_with_cpu_options_once_per_backend(monkeypatch):
+    """The programs that reduce candidate blocks (the neighbour scan, the statistics' sums) are jitted with
+    :data:`CPU_REDUCE_OPTIONS` on the CPU, the backend's defaults elsewhere; two threads calling a new one at
+    once share one jit (one cache), and the results are those of a plain ``jax.jit``."""
+    import threading
+
+    from jaxmd_dp.geometry import neighbor, stats
+    from jaxmd_dp.neighbor_stat import _frame_stats
+
+    made = []
+    real_jit = jax.jit
+
+    def spy(fun, **kw):
+        made.append(kw.get("compiler_options"))
+        return real_jit(fun, **kw)
+
+    monkeypatch.setattr(jax, "jit", spy)
+
+    def cube_sum(n, x):
+        return (x**n).sum(axis=-1)
+
+    fn = neighbor.reduction_jit(cube_sum, static_argnums=(0,))
+    x = np.arange(12.0).reshape(3, 4)
+    start, out = threading.Barrier(2), [None, None]
+
+    def run(k):
+        start.wait()
+        out[k] = np.asarray(fn(3, x))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [neighbor.CPU_REDUCE_OPTIONS] and jax.default_backend() == "cpu"
+    for o in out:
+        np.testing.assert_array_equal(o, (x**3).sum(axis=-1))
+    assert fn.options_for("cpu") == {"xla_backend_optimization_level": 1} and fn.options_for("gpu") is None
+    for program in (_frame_stats, stats._chunk_sums_candidates):
+        assert program.options_for("cpu") == neighbor.CPU_REDUCE_OPTIONS
