@@ -597,7 +597,7 @@ def test_minimage_auto_choice_and_fits():
 def test_reduction_jit_compiles_with_cpu_options_once_per_backend(monkeypatch):
     """The programs that reduce candidate blocks (the neighbour scan, the statistics' sums) are jitted with
     :data:`CPU_REDUCE_OPTIONS` on the CPU, the backend's defaults elsewhere; two threads calling a new one at
-    once share one jit (one cache), and the results are those of a plain ``jax.jit``."""
+    once share one jit (one cache), and both get the right result."""
     import threading
 
     from jaxmd_dp.geometry import neighbor, stats
