@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.compile_options import cpu_options
 from jaxmd_dp.geometry.running_count import running_count
 from pallas_kernels import dispatch
 
@@ -489,26 +490,28 @@ def reduce_candidates(spec: NeighborSpec, fn, coord: jax.Array, box: jax.Array |
     return jax.lax.map(one, (coord, box, atype))
 
 
-# LLVM's optimisation level 1 for the programs that reduce candidate blocks on the CPU: XLA's default
-# level ran them 1.3–2.3× slower on a 2-core CPU (Al-Cu-Mg's neighbour scan, 16 atoms, 64 frames a call:
-# 34–44 → 23–27 ms without the statistics' sums, 68–111 → 45–48 ms with them; the whole scan 1.9–2.8 s
-# shorter on Cu and Al-Cu-Mg), with bitwise equal results and compiles as long (bench/RESULTS.md, session 37).
-# The training and evaluation steps and the list builds gain nothing from it.
+# LLVM's optimisation level 1 for the programs that reduce candidate blocks on the CPU (as the evaluation
+# step's, train.step.EVAL_CPU_OPTIONS): XLA's default level ran them 1.3–2.3× slower on a 2-core CPU
+# (Al-Cu-Mg's neighbour scan, 16 atoms, 64 frames a call: 34–44 → 23–27 ms without the statistics' sums,
+# 68–111 → 45–48 ms with them; the whole scan 1.9–2.8 s shorter on Cu and Al-Cu-Mg), with bitwise equal
+# results and compiles as long (bench/RESULTS.md, session 37). The training step and the list builds gain
+# nothing from it.
 CPU_REDUCE_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 def reduction_jit(fun=None, *, static_argnums=()):
     """``jax.jit`` for a program built on :func:`reduce_candidates` (the neighbour scan, the statistics'
-    sums): compiled with :data:`CPU_REDUCE_OPTIONS` where the default backend is the CPU, with the
-    backend's defaults elsewhere (chosen at the first call, not at import: that would start jax's
-    backends). Use as ``@reduction_jit(static_argnums=...)``; ``options_for(backend)`` tells the options."""
+    sums): compiled with :data:`CPU_REDUCE_OPTIONS` (those this jaxlib accepts,
+    :func:`jaxmd_dp.compile_options.cpu_options`) where the default backend is the CPU, with the backend's
+    defaults elsewhere (chosen at the first call, not at import: that would start jax's backends). Use as
+    ``@reduction_jit(static_argnums=...)``; ``options_for(backend)`` tells the options."""
     if fun is None:
         return functools.partial(reduction_jit, static_argnums=static_argnums)
     jitted: dict = {}
     lock = threading.Lock()  # the neighbour scan calls from two threads: one jit (one cache) per backend
 
     def options_for(backend: str) -> dict | None:
-        return CPU_REDUCE_OPTIONS if backend == "cpu" else None
+        return cpu_options(tuple(CPU_REDUCE_OPTIONS.items()), backend)
 
     @functools.wraps(fun)
     def call(*args):

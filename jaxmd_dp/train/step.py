@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxmd_dp.compile_options import cpu_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
@@ -254,25 +255,6 @@ MANY_EVALS = 300
 @functools.lru_cache(maxsize=4)
 def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict | None:
     """The options of :data:`EVAL_CPU_OPTIONS` (with ``few``, and :data:`FEW_EVALS_CPU_OPTIONS`) that this
-    jaxlib accepts, on the CPU; None elsewhere.
-
-    Off the CPU they do not apply. A jaxlib may drop an option, and then every compile that names it fails
-    ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
-    every GPU run with validation data stopped at its first validation. So a one-op program is compiled
-    with them all (~20 ms, once per process), and only when that fails is each tried on its own."""
-    if (backend or jax.default_backend()) != "cpu":
-        return None
+    jaxlib accepts, on the CPU; None elsewhere (:func:`jaxmd_dp.compile_options.cpu_options`)."""
     wanted = {**EVAL_CPU_OPTIONS, **(FEW_EVALS_CPU_OPTIONS if few else {})}
-
-    def accepted(options: dict) -> bool:
-        try:
-            jax.jit(jnp.negative, compiler_options=options).lower(np.float32(0)).compile()
-        except Exception as e:  # jaxlib's error type has moved between versions
-            if "compile option" not in str(e):
-                raise
-            return False
-        return True
-
-    if accepted(wanted):
-        return wanted
-    return {k: v for k, v in wanted.items() if accepted({k: v})} or None
+    return cpu_options(tuple(wanted.items()), backend)
