@@ -48,12 +48,13 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from jaxmd_dp.config import load_config
-    from jaxmd_dp.hugepages import status
+    from jaxmd_dp.hugepages import buffers_status, keep_freed_blocks, status
     from jaxmd_dp.train.loop import Trainer
     from jaxmd_dp.train.neighbor_cache import NeighborCache
     from jaxmd_dp.train.step import TrainState
 
-    print(f"huge pages: {status()}")  # this script keeps its process: set GLIBC_TUNABLES to match the CLI
+    keep_freed_blocks(only_tools=False)  # as the CLI does (JAXMD_DP_KEEP_BUFFERS=0: not)
+    print(f"huge pages: {status()}; CPU buffers: {buffers_status()}")  # set GLIBC_TUNABLES to match the CLI
 
     config = load_config(args.config, ["training.numb_steps=100000000", "training.save_freq=100000000",
                                        "training.disp_freq=100000000", *args.overrides])

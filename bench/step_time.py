@@ -43,11 +43,12 @@ def main(argv=None) -> int:
 
     from jaxmd_dp.cli_util import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
-    from jaxmd_dp.hugepages import status
+    from jaxmd_dp.hugepages import buffers_status, keep_freed_blocks, status
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))
-    print(f"huge pages: {status()}")  # this script keeps its process: set GLIBC_TUNABLES to match the CLI
+    keep_freed_blocks(only_tools=False)  # as the CLI does (JAXMD_DP_KEEP_BUFFERS=0: not)
+    print(f"huge pages: {status()}; CPU buffers: {buffers_status()}")  # set GLIBC_TUNABLES to match the CLI
     trainers = {}
     for merge in args.merge:
         config = load_config(args.config, [f"training.numb_steps={args.numb_steps}",

@@ -2,10 +2,12 @@
 
 __version__ = "0.1.0"
 
-# our command-line tools start over once with glibc's huge pages for XLA's CPU buffers (before jax loads)
-from jaxmd_dp.hugepages import reexec_with_hugepages  # noqa: E402
+# our command-line tools start over once with glibc's huge pages for XLA's CPU buffers (before jax loads),
+# and keep those buffers in malloc's heaps between steps
+from jaxmd_dp.hugepages import keep_freed_blocks, reexec_with_hugepages  # noqa: E402
 
 reexec_with_hugepages()
+keep_freed_blocks()
 
 from jaxmd_dp.errors import InputError  # noqa: E402
 

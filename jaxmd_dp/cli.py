@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
-        from jaxmd_dp.hugepages import status
+        from jaxmd_dp.hugepages import buffers_status, status
 
-        print(f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}")
+        print(f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}\n"
+              f"freed CPU buffers: {buffers_status()}")
         return 0
     name = ALIASES.get(argv[0], argv[0])
     if name not in COMMANDS:

@@ -1,4 +1,5 @@
-"""Transparent huge pages for XLA's CPU buffers, through glibc's ``glibc.malloc.hugetlb=1`` tunable.
+"""Transparent huge pages for XLA's CPU buffers, through glibc's ``glibc.malloc.hugetlb=1`` tunable; and the
+buffer kept in malloc's heaps between steps (:func:`keep_freed_blocks`).
 
 XLA:CPU allocates a program's temporary buffer with ``malloc`` on every run and frees it afterwards (83 MB for
 the water training step). glibc serves a block that large from a fresh ``mmap`` each time, so every step
@@ -14,6 +15,15 @@ imported (:func:`reexec_with_hugepages`, called by the package's ``__init__``; i
 and the training summary says whether huge pages are on (:func:`status`). ``JAXMD_DP_HUGEPAGES=0`` turns the
 restart off; a ``glibc.malloc.hugetlb`` the user set is kept as it is.
 
+Huge pages still leave the block mapped and unmapped on every step, each 2-MiB page faulted in and zeroed
+again: ~10 ms of kernel time per water float32 step. Our tools therefore also tell glibc (``mallopt``, at
+start, :func:`keep_freed_blocks`) never to serve a block from its own mapping and not to give freed memory
+back to the kernel: a block up to glibc's 64-MiB heap size then comes from an arena's heap and stays there for
+the next step (water float32's 62-MB buffer; the step 2–8 ms shorter, Cu float64's 26–31 against 39–42 ms;
+``bench/RESULTS.md``, session 38). Larger blocks are mapped as before. The cost: memory the process freed stays
+with it until it ends, and each thread's arena keeps its own blocks (the water float32 run's peak RSS 0.76–0.79
+against 0.64–0.65 GB). ``JAXMD_DP_KEEP_BUFFERS=0`` turns this off.
+
 This module imports nothing beyond the standard library: it runs before jax is loaded.
 """
 
@@ -28,6 +38,11 @@ THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
 OPT_OUT = "JAXMD_DP_HUGEPAGES"  # "0": never restart for it
 RESTARTED = "_JAXMD_DP_HUGEPAGES_RESTARTED"  # set in the restarted process: never loop
 MIN_GLIBC = (2, 35)  # the tunable's first release
+KEEP_OPT_OUT = "JAXMD_DP_KEEP_BUFFERS"  # "0": leave glibc's malloc settings alone
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
+TRIM_THRESHOLD = 1 << 30  # free memory at a heap's top kept up to this (bytes): in practice, all of it
+_kept = False  # whether keep_freed_blocks() changed this process's malloc settings
+KEPT = "kept in malloc's heaps between steps (mallopt M_MMAP_MAX 0)"  # buffers_status() when they are
 
 
 def thp_mode(path: str = THP_MODE_FILE) -> str | None:
@@ -111,6 +126,37 @@ def reexec_with_hugepages() -> None:
         os.execve(sys.executable, [sys.executable, *orig_argv[1:]], env)
     except OSError:
         pass
+
+
+def keep_freed_blocks(orig_argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+                      only_tools: bool = True) -> bool:
+    """With glibc, unless ``JAXMD_DP_KEEP_BUFFERS=0``: ``mallopt`` so that glibc serves every block from its
+    heaps (``M_MMAP_MAX`` 0) and keeps freed memory (``M_TRIM_THRESHOLD`` 1 GiB), so XLA's per-step buffer is
+    reused in place instead of mapped, faulted in and zeroed on every step. ``only_tools``: only in our
+    command-line tools (:func:`is_our_tool` of ``orig_argv``, default ``sys.orig_argv``; a notebook or script
+    that imports jaxmd_dp keeps glibc's defaults; benchmarks pass False). Returns whether the settings are made."""
+    global _kept
+    environ = os.environ if environ is None else environ
+    orig_argv = getattr(sys, "orig_argv", None) if orig_argv is None else orig_argv
+    if (_kept or sys.platform != "linux" or glibc_version() is None or environ.get(KEEP_OPT_OUT) == "0"
+            or (only_tools and not (orig_argv and is_our_tool(orig_argv)))):
+        return _kept
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        _kept = bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    except (OSError, AttributeError):  # no mallopt in this process's C library
+        _kept = False
+    return _kept
+
+
+def buffers_status() -> str:
+    """One line for the training summary: whether freed CPU buffers stay in malloc's heaps (:func:`keep_freed_blocks`)."""
+    if _kept:
+        return KEPT
+    why = "set JAXMD_DP_KEEP_BUFFERS=0" if os.environ.get(KEEP_OPT_OUT) == "0" else "not one of the jaxmd_dp tools"
+    return f"glibc's default, unmapped after each step ({why})" if glibc_version() else "glibc's default (not glibc)"
 
 
 def status(environ: Mapping[str, str] | None = None) -> str:

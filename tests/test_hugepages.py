@@ -86,12 +86,47 @@ def test_cli_starts_over_with_huge_pages():
     r = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    line = r.stdout.splitlines()[-1]
-    assert line.startswith("huge pages for XLA's CPU buffers: "), r.stdout
+    line = next((x for x in r.stdout.splitlines() if x.startswith("huge pages for XLA's CPU buffers: ")), "")
+    assert line, r.stdout
     if expected_on_in_cli(env):
         assert ": on (" in line, line
+    if sys.platform == "linux" and hp.glibc_version():  # and the step's buffer kept between steps
+        assert r.stdout.splitlines()[-1] == "freed CPU buffers: " + hp.KEPT, r.stdout
     off = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env={**env, hp.OPT_OUT: "0"},
                          capture_output=True, text=True, timeout=120)
     assert off.returncode == 0, off.stderr[-2000:]
     if hp.thp_mode() == "madvise":  # opted out: no restart, so no tunable
-        assert ": off" in off.stdout.splitlines()[-1], off.stdout
+        assert ": off" in off.stdout.splitlines()[-2], off.stdout
+
+
+KEEP_PROBE = """
+import ctypes, sys
+from jaxmd_dp import hugepages as hp
+kept = hp.keep_freed_blocks(orig_argv=sys.argv[1:], only_tools=sys.argv[1] != "any")
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+p = libc.malloc(48 << 20)  # larger than glibc's largest mmap threshold (32 MiB)
+header = ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value
+print(kept, bool(header & 2), hp.buffers_status())  # bit 1 of a glibc chunk's size: IS_MMAPPED
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or hp.glibc_version() is None, reason="glibc's malloc only")
+@pytest.mark.parametrize("argv, env, kept", [
+    (["any"], {}, True),  # a benchmark's explicit call
+    (["py", "-m", "jaxmd_dp.train", "x.json"], {}, True),  # one of our tools
+    (["py", "script.py"], {}, False),  # a script or notebook keeps glibc's defaults
+    (["any"], {hp.KEEP_OPT_OUT: "0"}, False),  # opted out
+])
+def test_keep_freed_blocks_serves_large_blocks_from_the_heap(argv, env, kept):
+    """In a fresh process: after keep_freed_blocks, a 48-MiB malloc is not a fresh mapping (glibc's chunk
+    header says so), so XLA's per-step buffer can be reused in place; without it, it is mapped."""
+    import subprocess
+
+    base = {k: v for k, v in os.environ.items() if k != hp.KEEP_OPT_OUT}
+    r = subprocess.run([sys.executable, "-c", KEEP_PROBE, *argv], env={**base, **env}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    said_kept, mapped, status = r.stdout.split(maxsplit=2)
+    assert said_kept == str(kept) and mapped == str(not kept), r.stdout
+    assert status.startswith("kept in malloc's heaps" if kept else "glibc's default"), status

@@ -512,6 +512,7 @@ def training_summary(workers: Workers) -> str:
         + (f" ({', '.join(visible)})" if visible else ""),
         f"threads:              {cores} core(s) usable; {', '.join(threads)}",
         f"huge pages:           {hugepages.status()}",
+        f"CPU buffers:          {hugepages.buffers_status()}",
         "-----------------------------------------------------------------",
     ]
     return "\n".join(lines)
