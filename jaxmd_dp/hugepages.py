@@ -19,8 +19,8 @@ Huge pages still leave the block mapped and unmapped on every step, each 2-MiB p
 again: ~10 ms of kernel time per water float32 step. Our tools therefore also tell glibc (``mallopt``, at
 start, :func:`keep_freed_blocks`) never to serve a block from its own mapping and not to give freed memory
 back to the kernel: a block up to glibc's 64-MiB heap size then comes from an arena's heap and stays there for
-the next step (water float32's 62-MB buffer; the step 2–8 ms shorter, Cu float64's 26–31 against 39–42 ms;
-``bench/RESULTS.md``, session 38). Larger blocks are mapped as before. The cost: memory the process freed stays
+the next step (water float32's 62-MB buffer: its step alone 31–39 against 36–49 ms on 2 cores; Cu float64's
+26–31 against 39–42 ms; ``bench/RESULTS.md``, session 38). Larger blocks are mapped as before. The cost: memory the process freed stays
 with it until it ends, and each thread's arena keeps its own blocks (the water float32 run's peak RSS 0.76–0.79
 against 0.64–0.65 GB). ``JAXMD_DP_KEEP_BUFFERS=0`` turns this off.
 
@@ -155,8 +155,15 @@ def buffers_status() -> str:
     """One line for the training summary: whether freed CPU buffers stay in malloc's heaps (:func:`keep_freed_blocks`)."""
     if _kept:
         return KEPT
-    why = "set JAXMD_DP_KEEP_BUFFERS=0" if os.environ.get(KEEP_OPT_OUT) == "0" else "not one of the jaxmd_dp tools"
-    return f"glibc's default, unmapped after each step ({why})" if glibc_version() else "glibc's default (not glibc)"
+    if glibc_version() is None or sys.platform != "linux":
+        return "the C library's default (not glibc on Linux)"
+    if os.environ.get(KEEP_OPT_OUT) == "0":
+        why = "JAXMD_DP_KEEP_BUFFERS=0"
+    elif is_our_tool(getattr(sys, "orig_argv", None) or []):
+        why = "glibc refused the settings"
+    else:
+        why = "not a jaxmd_dp tool: jaxmd_dp.hugepages.keep_freed_blocks(only_tools=False) turns it on"
+    return f"glibc's default, unmapped after each step ({why})"
 
 
 def status(environ: Mapping[str, str] | None = None) -> str:

@@ -82,7 +82,8 @@ def test_cli_starts_over_with_huge_pages():
     """The real restart: ``python -m jaxmd_dp.cli --version`` from an environment without the tunable."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k not in (hp.RESTARTED, "GLIBC_TUNABLES", hp.OPT_OUT)}
+    env = {k: v for k, v in os.environ.items()
+           if k not in (hp.RESTARTED, "GLIBC_TUNABLES", hp.OPT_OUT, hp.KEEP_OPT_OUT)}
     r = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
