@@ -129,17 +129,15 @@ def reexec_with_hugepages() -> None:
         pass
 
 
-def keep_freed_blocks(orig_argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
-                      only_tools: bool = True) -> bool:
+def keep_freed_blocks(orig_argv: Sequence[str] | None = None, only_tools: bool = True) -> bool:
     """With glibc, unless ``JAXMD_DP_KEEP_BUFFERS=0``: ``mallopt`` so that glibc serves every block from its
     heaps (``M_MMAP_MAX`` 0) and keeps freed memory (``M_TRIM_THRESHOLD`` 1 GiB), so XLA's per-step buffer is
     reused in place instead of mapped, faulted in and zeroed on every step. ``only_tools``: only in our
     command-line tools (:func:`is_our_tool` of ``orig_argv``, default ``sys.orig_argv``; a notebook or script
     that imports jaxmd_dp keeps glibc's defaults; benchmarks pass False). Returns whether the settings are made."""
     global _kept
-    environ = os.environ if environ is None else environ
     orig_argv = getattr(sys, "orig_argv", None) if orig_argv is None else orig_argv
-    if (_kept or sys.platform != "linux" or glibc_version() is None or environ.get(KEEP_OPT_OUT) == "0"
+    if (_kept or sys.platform != "linux" or glibc_version() is None or os.environ.get(KEEP_OPT_OUT) == "0"
             or (only_tools and not (orig_argv and is_our_tool(orig_argv)))):
         return _kept
     import ctypes
