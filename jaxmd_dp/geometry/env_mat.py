@@ -16,6 +16,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxmd_dp.geometry.computed_once import computed_once
 from pallas_kernels import dispatch
 
 
@@ -158,6 +159,8 @@ def env_mat(
 
         return env_mat_kernel(coord, box, atype, idx, shift, rcut, rcut_smth, jnp.asarray(davg), jnp.asarray(dstd),
                               interpret=dispatch.interpret_mode())
-    d = pair_vectors(coord, box, idx, shift)
-    rows = env_rows(d, idx >= 0, rcut, rcut_smth)
+    # the pair vectors and the mask once into memory (CPU): the rows and each term of their Jacobian are
+    # separate fusions, which would otherwise each redo the list's and the coordinates' gathers
+    d = computed_once(pair_vectors(coord, box, idx, shift))
+    rows = env_rows(d, computed_once(idx >= 0), rcut, rcut_smth)
     return normalize(rows, atype, davg, dstd)
