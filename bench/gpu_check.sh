@@ -14,7 +14,10 @@
 #  7. the first step's compile, water float32, with XLA's GEMM autotuning on and off
 #     (--xla_gpu_autotune_level=0; session 26 found Cu float32's 14.4 s fall to 6.8 s without it; session 35
 #     saw water float32's first step take 31.1 s against float64's 18.7 s)
-# Eight files in OUTDIR (a device tool may bring back only a few).
+#  8. what a jitted call costs the host per array (bench/dispatch_cost.py): the training state is 100
+#     arrays, and the loop's floor on the H200's host was 1.7-1.9 ms a step (session 35); whether holding
+#     the state in a few flat arrays would cut it (on the 2-core CPU it would not pay: session 39)
+# Nine files in OUTDIR (a device tool may bring back only a few).
 # Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
 # that part is gone.
 #   bash bench/gpu_check.sh OUTDIR
@@ -30,12 +33,12 @@
 #   PARTS="1 2" SPEED_INPUTS="water copper" bash bench/gpu_check.sh OUTDIR      (limits 150 + 2 x 170 s)
 #   PARTS="2 4" SPEED_INPUTS=almgcu LOOP_INPUTS="water_float32 copper_float32" \
 #     bash bench/gpu_check.sh OUTDIR                                            (limits 170 + 2 x 70 s)
-# and in a later session PARTS="3 5 6 7" (limits 3 x 45 + 60 + 60 + 2 x 60 s).
+# and in a later session PARTS="3 5 6 7 8" (limits 3 x 45 + 60 + 60 + 2 x 60 + 30 s).
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-500}
-PARTS=" ${PARTS:-1 2 3 4 5 6 7} "
+PARTS=" ${PARTS:-1 2 3 4 5 6 7 8} "
 part() { [[ $PARTS == *" $1 "* ]] && echo "== $1. $2"; }  # true (and a heading) when part $1 is asked for
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 runs=$(mktemp -d)
@@ -86,5 +89,8 @@ if part 7 "first-step compile, GEMM autotuning on and off"; then
         | grep -E 'first training step|neighbour scan of' | tee -a "$out/compile.txt"
     done
   done
+fi
+if part 8 "dispatch cost per array"; then
+  timeout "${T_DISPATCH:-30}" $PY bench/dispatch_cost.py 2>&1 | tee "$out/dispatch.txt"
 fi
 rm -rf "$runs"
