@@ -3,9 +3,10 @@
 XLA fuses an element-wise producer into each of its consumers, recomputing it there: cheap for a
 product, not for a chain that starts with gathers. The environment matrix's pair vectors come from the
 stored neighbour list (a dynamic slice), the coordinates (a gather) and the periodic shifts; in the water
-training step XLA CPU recomputed that chain, with the switch function after it, in each of the eight
-fusions that read the rows and their Jacobian (7–10 ns an element against ~0.3 for a plain read: 3.6 ms
-of the float32 step's op time on one core; computed once, 2.2 ms; ``bench/RESULTS.md``, session 39).
+training step XLA CPU recomputed that chain, with the switch function after it, in each fusion that
+reads the rows or a term of their Jacobian: 7–10 ns an element, against 1–2.5 ns for the descriptor's
+element-wise passes; 3.6 ms of the float32 step's op time on one core, 2.2 ms computed once
+(``bench/RESULTS.md``, session 39).
 
 XLA CPU removes ``lax.optimization_barrier`` before fusion (sessions 34 and 38), but keeps a while loop
 whose trip count it cannot know: :func:`computed_once` writes x into the loop's carry, and the readers
