@@ -129,6 +129,11 @@ def reexec_with_hugepages() -> None:
         pass
 
 
+def _glibc_malloc() -> bool:
+    """This process's malloc is glibc's, on Linux: the one :func:`keep_freed_blocks` knows how to set."""
+    return sys.platform == "linux" and glibc_version() is not None
+
+
 def keep_freed_blocks(orig_argv: Sequence[str] | None = None, only_tools: bool = True) -> bool:
     """With glibc, unless ``JAXMD_DP_KEEP_BUFFERS=0``: ``mallopt`` so that glibc serves every block from its
     heaps (``M_MMAP_MAX`` 0) and keeps freed memory (``M_TRIM_THRESHOLD`` 1 GiB), so XLA's per-step buffer is
@@ -137,7 +142,7 @@ def keep_freed_blocks(orig_argv: Sequence[str] | None = None, only_tools: bool =
     that imports jaxmd_dp keeps glibc's defaults; benchmarks pass False). Returns whether the settings are made."""
     global _kept
     orig_argv = getattr(sys, "orig_argv", None) if orig_argv is None else orig_argv
-    if (_kept or sys.platform != "linux" or glibc_version() is None or os.environ.get(KEEP_OPT_OUT) == "0"
+    if (_kept or not _glibc_malloc() or os.environ.get(KEEP_OPT_OUT) == "0"
             or (only_tools and not (orig_argv and is_our_tool(orig_argv)))):
         return _kept
     import ctypes
@@ -154,7 +159,7 @@ def buffers_status() -> str:
     """One line for the training summary: whether freed CPU buffers stay in malloc's heaps (:func:`keep_freed_blocks`)."""
     if _kept:
         return KEPT
-    if glibc_version() is None or sys.platform != "linux":
+    if not _glibc_malloc():
         return "the C library's default (not glibc on Linux)"
     if os.environ.get(KEEP_OPT_OUT) == "0":
         why = "JAXMD_DP_KEEP_BUFFERS=0"
