@@ -12,6 +12,7 @@ index neighbour_type·ntypes + centre_type.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import flax.linen as nn
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
+from jaxmd_dp.geometry.computed_once import computed_once
 from jaxmd_dp.geometry.pair_partner import section_partners
 from jaxmd_dp.model.embed_table import table_env_product
 from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
@@ -60,6 +62,41 @@ def _env_product_train_jvp(primals, tangents):
 
 
 env_product_train.defjvp(_env_product_train_jvp, symbolic_zeros=True)
+
+
+def descriptor_product(T: jax.Array, axis_neuron: int) -> jax.Array:
+    """D = Tᵀ T[:, :axis_neuron] of each atom: T (nf, n, 4, M1) → (nf, n, M1, axis_neuron) (any leading axes)."""
+    return jnp.einsum("...am,...ak->...mk", T, T[..., :axis_neuron], precision=PRECISION)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def descriptor_product_train(T: jax.Array, axis_neuron: int) -> jax.Array:
+    """:func:`descriptor_product` for the training step: same values and derivatives, with the cotangent
+    of T written out as one (nf, n, 4, M1) array in T's own order, computed once
+    (:func:`~jaxmd_dp.geometry.computed_once.computed_once`). Autodiff's transpose gives its two terms
+    (through T and through T[:, :axis_neuron]) as separate products, one of them in (M1, 4) order, and XLA
+    CPU fused the transpose and the sum into each reader: the forces' spread of dT over the slots
+    (Σ_a R_sa dT_a, :func:`_spread`), evaluated element by element inside the pair rows' gather
+    (4.8 ms of the water float32 step's op time; the step 31.25 → 30.14 ms on two cores, 52.97 → 51.58
+    ms on one, ``bench/RESULTS.md``, session 40). Reverse mode only (a ``custom_vjp``; the backward is
+    plain jnp, so the weight gradient through the forces differentiates it again); elsewhere use
+    :func:`descriptor_product`."""
+    return descriptor_product(T, axis_neuron)
+
+
+def _descriptor_product_fwd(T, axis_neuron):
+    return descriptor_product(T, axis_neuron), T
+
+
+def _descriptor_product_bwd(axis_neuron, T, ct):
+    # D_mk = Σ_a T_am T_ak: dT_am = Σ_k T_ak ct_mk, plus for m < axis_neuron Σ_m' T_am' ct_m'm
+    dT = jnp.einsum("...ak,...mk->...am", T[..., :axis_neuron], ct, precision=PRECISION)
+    dT_head = jnp.einsum("...am,...mk->...ak", T, ct, precision=PRECISION)
+    dT = dT + jnp.pad(dT_head, [(0, 0)] * (T.ndim - 1) + [(0, T.shape[-1] - axis_neuron)])
+    return (computed_once(dT),)
+
+
+descriptor_product_train.defvjp(_descriptor_product_fwd, _descriptor_product_bwd)
 
 
 class DescriptorSeA(nn.Module):
@@ -131,5 +168,8 @@ class DescriptorSeA(nn.Module):
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], part))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
-        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
+        if packing is not None:  # the training step's path
+            D = descriptor_product_train(T, self.axis_neuron)
+        else:
+            D = descriptor_product(T, self.axis_neuron)
         return D.reshape(D.shape[:2] + (-1,))
