@@ -76,9 +76,10 @@ def descriptor_product_train(T: jax.Array, axis_neuron: int) -> jax.Array:
     (:func:`~jaxmd_dp.geometry.computed_once.computed_once`). Autodiff's transpose gives its two terms
     (through T and through T[:, :axis_neuron]) as separate products, one of them in (M1, 4) order, and XLA
     CPU fused the transpose and the sum into each reader: the forces' spread of dT over the slots
-    (Σ_a R_sa dT_a, :func:`_spread`), evaluated element by element inside the pair rows' gather
-    (4.8 ms of the water float32 step's op time; the step 31.25 → 30.14 ms on two cores, 52.97 → 51.58
-    ms on one, ``bench/RESULTS.md``, session 40). Reverse mode only (a ``custom_vjp``; the backward is
+    (Σ_a R_sa dT_a, :func:`_spread`), evaluated element by element inside the pair rows' gather: 4.8 ms
+    of the water float32 step's op time. Written out, the step's gathers take 2.4 ms instead of 6.9 and
+    the water step 30.84 → 30.31 ms in float32, 92.25 → 88.95 ms in float64 (``bench/RESULTS.md``,
+    session 40). Reverse mode only (a ``custom_vjp``; the backward is
     plain jnp, so the weight gradient through the forces differentiates it again); elsewhere use
     :func:`descriptor_product`."""
     return descriptor_product(T, axis_neuron)
