@@ -12,7 +12,6 @@ index neighbour_type·ntypes + centre_type.
 
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
 import flax.linen as nn
@@ -37,7 +36,15 @@ def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
 def _spread(R: jax.Array, ct: jax.Array) -> jax.Array:
     """env_product's transpose in G: ct (nf, n, 4, M1) → Σ_a R_sa ct_a (nf, n, s, M1), as four
     element-wise products (XLA CPU ran the dot_general form, a batched dot with an inner size of 4, at
-    under 2 GFLOP/s: 6 ms for the water step's (192, 72, 100) cotangent)."""
+    under 2 GFLOP/s: 6 ms for the water step's (192, 72, 100) cotangent).
+
+    ct is computed once (:func:`~jaxmd_dp.geometry.computed_once.computed_once`): it is a sum of the
+    cotangents of T's readers (D = Tᵀ T<'s two products, one in (M1, 4) order, the 1/nnei scaling; in the
+    weight gradient more terms), and XLA CPU fused that sum, transpose included, into each element of the
+    spread, itself fused into the packed rows' gather (4.8 ms of the water float32 step's op time for the
+    forces' spread of the H section alone). Read from memory, the step's gathers take 1.4 ms of op time
+    instead of 6.9 (``bench/RESULTS.md``, session 40)."""
+    ct = computed_once(ct)
     return sum(R[..., :, a:a + 1] * ct[..., a:a + 1, :] for a in range(R.shape[-1]))
 
 
@@ -62,42 +69,6 @@ def _env_product_train_jvp(primals, tangents):
 
 
 env_product_train.defjvp(_env_product_train_jvp, symbolic_zeros=True)
-
-
-def descriptor_product(T: jax.Array, axis_neuron: int) -> jax.Array:
-    """D = Tᵀ T[:, :axis_neuron] of each atom: T (nf, n, 4, M1) → (nf, n, M1, axis_neuron) (any leading axes)."""
-    return jnp.einsum("...am,...ak->...mk", T, T[..., :axis_neuron], precision=PRECISION)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def descriptor_product_train(T: jax.Array, axis_neuron: int) -> jax.Array:
-    """:func:`descriptor_product` for the training step: same values and derivatives, with the cotangent
-    of T written out as one (nf, n, 4, M1) array in T's own order, computed once
-    (:func:`~jaxmd_dp.geometry.computed_once.computed_once`). Autodiff's transpose gives its two terms
-    (through T and through T[:, :axis_neuron]) as separate products, one of them in (M1, 4) order, and XLA
-    CPU fused the transpose and the sum into each reader: the forces' spread of dT over the slots
-    (Σ_a R_sa dT_a, :func:`_spread`), evaluated element by element inside the pair rows' gather: 4.8 ms
-    of the water float32 step's op time. Written out, the step's gathers take 2.4 ms instead of 6.9 and
-    the water step 30.84 → 30.31 ms in float32, 92.25 → 88.95 ms in float64 (``bench/RESULTS.md``,
-    session 40). Reverse mode only (a ``custom_vjp``; the backward is
-    plain jnp, so the weight gradient through the forces differentiates it again); elsewhere use
-    :func:`descriptor_product`."""
-    return descriptor_product(T, axis_neuron)
-
-
-def _descriptor_product_fwd(T, axis_neuron):
-    return descriptor_product(T, axis_neuron), T
-
-
-def _descriptor_product_bwd(axis_neuron, T, ct):
-    # D_mk = Σ_a T_am T_ak: dT_am = Σ_k T_ak ct_mk, plus for m < axis_neuron Σ_m' T_am' ct_m'm
-    dT = jnp.einsum("...ak,...mk->...am", T[..., :axis_neuron], ct, precision=PRECISION)
-    dT_head = jnp.einsum("...am,...mk->...ak", T, ct, precision=PRECISION)
-    dT = dT + jnp.pad(dT_head, [(0, 0)] * (T.ndim - 1) + [(0, T.shape[-1] - axis_neuron)])
-    return (computed_once(dT),)
-
-
-descriptor_product_train.defvjp(_descriptor_product_fwd, _descriptor_product_bwd)
 
 
 class DescriptorSeA(nn.Module):
@@ -169,8 +140,5 @@ class DescriptorSeA(nn.Module):
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], part))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
-        if packing is not None:  # the training step's path
-            D = descriptor_product_train(T, self.axis_neuron)
-        else:
-            D = descriptor_product(T, self.axis_neuron)
+        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
         return D.reshape(D.shape[:2] + (-1,))
