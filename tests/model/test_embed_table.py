@@ -1,6 +1,7 @@
 """The training step's shortcuts keep the model's numbers:
 
 - ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum,
+  and its transpose reads its cotangent computed once, in both passes of the training step,
   and the table's ``outer`` (b ⊗ R, element-wise transposes) those of the plain product;
 - the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
   ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
@@ -42,6 +43,15 @@ def test_env_product_train_derivatives_equal_einsum(name):
     got, want = PRODUCT_DERIVATIVES[name](env_product_train), PRODUCT_DERIVATIVES[name](env_product)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_spread_reads_its_cotangent_computed_once():
+    """The G-cotangent's spread over the slots reads T's cotangent computed once
+    (:func:`~jaxmd_dp.geometry.computed_once.computed_once`: a one-trip while loop on the CPU), in the
+    forces' pass and in the weight gradient's: XLA CPU otherwise fused that sum of products, a transpose
+    included, into every element of the spread (bench/RESULTS.md, session 40)."""
+    jaxpr = str(jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))())
+    assert jaxpr.count("while[") == (2 if jax.default_backend() == "cpu" else 0), jaxpr
 
 
 B = jnp.asarray(RNG.normal(size=(3, 5, 6)))  # Hermite weights per pair
