@@ -33,10 +33,10 @@ def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
     return jnp.einsum("fnsa,fnsm->fnam", R, G, precision=PRECISION)
 
 
-def _spread(R: jax.Array, ct: jax.Array) -> jax.Array:
-    """env_product's transpose in G: ct (nf, n, 4, M1) → Σ_a R_sa ct_a (nf, n, s, M1), as four
-    element-wise products (XLA CPU ran the dot_general form, a batched dot with an inner size of 4, at
-    under 2 GFLOP/s: 6 ms for the water step's (192, 72, 100) cotangent).
+def _spread(RT: jax.Array, ct: jax.Array) -> jax.Array:
+    """:func:`_env_product_rt`'s transpose in G: RT (nf, n, 4, s), ct (nf, n, 4, M1) → Σ_a RT_as ct_a
+    (nf, n, s, M1), as four element-wise products (XLA CPU ran the dot_general form, a batched dot with an
+    inner size of 4, at under 2 GFLOP/s: 6 ms for the water step's (192, 72, 100) cotangent).
 
     ct is computed once (:func:`~jaxmd_dp.geometry.computed_once.computed_once`): it is a sum of the
     cotangents of T's readers (D = Tᵀ T<'s two products, one in (M1, 4) order, the 1/nnei scaling; in the
@@ -45,30 +45,49 @@ def _spread(R: jax.Array, ct: jax.Array) -> jax.Array:
     forces' spread of the H section alone). Read from memory, the step's gathers take 1.4 ms of op time
     instead of 6.9 (``bench/RESULTS.md``, session 40)."""
     ct = computed_once(ct)
-    return sum(R[..., :, a:a + 1] * ct[..., a:a + 1, :] for a in range(R.shape[-1]))
+    return sum(RT[..., a, :, None] * ct[..., a:a + 1, :] for a in range(RT.shape[-2]))
+
+
+def _product_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
+    """Σ_s RT_sᵀ G_s with R given transposed: RT (nf, n, 4, s), G (nf, n, s, M1) → (nf, n, 4, M1)."""
+    return jnp.einsum("fnas,fnsm->fnam", RT, G, precision=PRECISION)
 
 
 @jax.custom_jvp
-def env_product_train(R: jax.Array, G: jax.Array) -> jax.Array:
-    """:func:`env_product` for the training step: same values and derivatives, but the G-tangent term
-    is a ``linear_call`` whose transpose (the force's and the weight gradient's dG) is :func:`_spread`.
-    Limits of ``linear_call``: no vmap, and no second derivative in R through that term (its residual R
-    must carry no tangent, so e.g. no Hessian in the coordinates). The training step differentiates R
-    once (forces, virials) and the weights through both; elsewhere use :func:`env_product`."""
-    return env_product(R, G)
+def _env_product_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
+    """:func:`_product_rt` whose G-tangent term is a ``linear_call`` with :func:`_spread` as its transpose."""
+    return _product_rt(RT, G)
 
 
-def _env_product_train_jvp(primals, tangents):
-    R, G = primals
-    dR, dG = tangents
-    # JAX calls this rule only when dR or dG is not a symbolic zero
-    parts = [] if isinstance(dR, SymbolicZero) else [env_product_train(dR, G)]
+def _env_product_rt_jvp(primals, tangents):
+    RT, G = primals
+    dRT, dG = tangents
+    # JAX calls this rule only when dRT or dG is not a symbolic zero
+    parts = [] if isinstance(dRT, SymbolicZero) else [_env_product_rt(dRT, G)]
     if not isinstance(dG, SymbolicZero):
-        parts.append(linear_call(env_product, _spread, R, dG))
-    return env_product_train(R, G), sum(parts[1:], parts[0])
+        parts.append(linear_call(_product_rt, _spread, RT, dG))
+    return _env_product_rt(RT, G), sum(parts[1:], parts[0])
 
 
-env_product_train.defjvp(_env_product_train_jvp, symbolic_zeros=True)
+_env_product_rt.defjvp(_env_product_rt_jvp, symbolic_zeros=True)
+
+
+def env_product_train(R: jax.Array, G: jax.Array) -> jax.Array:
+    """:func:`env_product` for the training step: same values and derivatives, in two forms that XLA CPU
+    runs faster.
+
+    - R is transposed to (nf, n, 4, s) and computed once into memory
+      (:func:`~jaxmd_dp.geometry.computed_once.computed_once`), so that Rᵀ·G and its tangents are batched
+      dots with R's contracted axis innermost, which XLA CPU hands to its matmul library, on both cores;
+      with R as (s, 4) it ran them through its generic dot, on one (water step float32 ~1 ms, float64
+      ~4 ms shorter on two cores, unchanged on one; Cu and Al-Cu-Mg unchanged; ``bench/RESULTS.md``,
+      session 41).
+    - The G-tangent term is a ``linear_call`` whose transpose (the force's and the weight gradient's dG)
+      is :func:`_spread`. Limits of ``linear_call``: no vmap, and no second derivative in R through that
+      term (its residual R must carry no tangent, so e.g. no Hessian in the coordinates). The training
+      step differentiates R once (forces, virials) and the weights through both; elsewhere use
+      :func:`env_product`."""
+    return _env_product_rt(computed_once(jnp.swapaxes(R, -1, -2)), G)
 
 
 class DescriptorSeA(nn.Module):

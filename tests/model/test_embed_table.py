@@ -1,7 +1,8 @@
 """The training step's shortcuts keep the model's numbers:
 
 - ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum,
-  and its transpose reads its cotangent computed once, in both passes of the training step,
+  and its transpose reads its cotangent computed once, in both passes of the training step; its batched
+  dots contract the left operand's innermost axis (R held transposed),
   and the table's ``outer`` (b ⊗ R, element-wise transposes) those of the plain product;
 - the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
   ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
@@ -49,9 +50,31 @@ def test_spread_reads_its_cotangent_computed_once():
     """The G-cotangent's spread over the slots reads T's cotangent computed once
     (:func:`~jaxmd_dp.geometry.computed_once.computed_once`: a one-trip while loop on the CPU), in the
     forces' pass and in the weight gradient's: XLA CPU otherwise fused that sum of products, a transpose
-    included, into every element of the spread (bench/RESULTS.md, session 40)."""
+    included, into every element of the spread (bench/RESULTS.md, session 40). The third loop holds R
+    transposed (next test)."""
     jaxpr = str(jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))())
-    assert jaxpr.count("while[") == (2 if jax.default_backend() == "cpu" else 0), jaxpr
+    assert jaxpr.count("while[") == (3 if jax.default_backend() == "cpu" else 0), jaxpr
+
+
+def _dot_generals(jaxpr) -> list:
+    """(lhs shape, lhs contracted axes) of every dot_general in a closed jaxpr, sub-jaxprs included."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            found.append((eqn.invars[0].aval.shape, tuple(eqn.params["dimension_numbers"][0][0])))
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            found += _dot_generals(sub)
+    return found
+
+
+def test_products_contract_the_left_operands_innermost_axis():
+    """Every batched dot of the force loss's weight gradient through env_product_train that contracts more
+    than R's 4 columns contracts its left operand's innermost axis: XLA CPU hands those to its matmul
+    library, which runs them on both cores, and the others to its generic dot, on one (bench/RESULTS.md,
+    session 41). With R as (slots, 4), the forward product and its tangent fail it."""
+    jaxpr = jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))().jaxpr
+    dots = [(shape, axes) for shape, axes in _dot_generals(jaxpr) if any(shape[a] != 4 for a in axes)]
+    assert len(dots) >= 4 and all(axes == (len(shape) - 1,) for shape, axes in dots), dots
 
 
 B = jnp.asarray(RNG.normal(size=(3, 5, 6)))  # Hermite weights per pair
