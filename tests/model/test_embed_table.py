@@ -1,8 +1,8 @@
 """The training step's shortcuts keep the model's numbers:
 
-- ``env_product_train`` (Rᵀ·G with an element-wise transpose) has the derivatives of the plain einsum,
-  and its transpose reads its cotangent computed once, in both passes of the training step; its batched
-  dots contract the left operand's innermost axis (R held transposed),
+- ``env_product_train`` (Rᵀ·G with its VJP written out) has the reverse-mode derivatives of the plain
+  einsum, its spreads read their cotangents computed once, in both passes of the training step, and its
+  batched dots contract the left operand's innermost axis (R held transposed), none R's 4 columns,
   and the table's ``outer`` (b ⊗ R, element-wise transposes) those of the plain product;
 - the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
   ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
@@ -31,9 +31,8 @@ def _energy(prod, r, g):
     return jnp.sum(jnp.tanh(prod(r, g * jnp.sum(r, -1, keepdims=True))))  # G depends on R, as in the model
 
 
-PRODUCT_DERIVATIVES = {
+PRODUCT_DERIVATIVES = {  # reverse mode, as the training step (env_product_train has no jvp)
     "grad": lambda p: jax.grad(_energy, (1, 2))(p, R, G),
-    "jvp": lambda p: jax.jvp(lambda r, g: _energy(p, r, g), (R, G), (G[..., :4], R[..., :1] * G))[1],
     # the training step's case: the G-gradient of a loss on the R-gradient ("forces")
     "grad_of_force_loss": lambda p: jax.grad(lambda g: jnp.sum(jax.grad(_energy, 1)(p, R, g) ** 2))(G),
 }
@@ -50,10 +49,11 @@ def test_spread_reads_its_cotangent_computed_once():
     """The G-cotangent's spread over the slots reads T's cotangent computed once
     (:func:`~jaxmd_dp.geometry.computed_once.computed_once`: a one-trip while loop on the CPU), in the
     forces' pass and in the weight gradient's: XLA CPU otherwise fused that sum of products, a transpose
-    included, into every element of the spread (bench/RESULTS.md, session 40). The third loop holds R
-    transposed (next test)."""
+    included, into every element of the spread (bench/RESULTS.md, session 40). The weight gradient's
+    pass through the forces' R-cotangent spreads its own cotangent, computed once too; the fifth loop
+    holds R transposed (next test)."""
     jaxpr = str(jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))())
-    assert jaxpr.count("while[") == (3 if jax.default_backend() == "cpu" else 0), jaxpr
+    assert jaxpr.count("while[") == (5 if jax.default_backend() == "cpu" else 0), jaxpr
 
 
 def _dot_generals(jaxpr) -> list:
@@ -68,13 +68,20 @@ def _dot_generals(jaxpr) -> list:
 
 
 def test_products_contract_the_left_operands_innermost_axis():
-    """Every batched dot of the force loss's weight gradient through env_product_train that contracts more
-    than R's 4 columns contracts its left operand's innermost axis: XLA CPU hands those to its matmul
-    library, which runs them on both cores, and the others to its generic dot, on one (bench/RESULTS.md,
-    session 41). With R as (slots, 4), the forward product and its tangent fail it."""
+    """Every batched dot of the force loss's weight gradient through env_product_train contracts its left
+    operand's innermost axis, which XLA CPU hands to its matmul library (on both cores; the others to its
+    generic dot, on one), and none contracts R's 4 columns: those are element-wise (bench/RESULTS.md,
+    session 41). With R as (slots, 4), the forward product and its tangent fail the first; autodiff's
+    transpose of the forces' R-cotangent in G, the second."""
     jaxpr = jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))().jaxpr
-    dots = [(shape, axes) for shape, axes in _dot_generals(jaxpr) if any(shape[a] != 4 for a in axes)]
-    assert len(dots) >= 4 and all(axes == (len(shape) - 1,) for shape, axes in dots), dots
+    dots = _dot_generals(jaxpr)
+    assert len(dots) >= 4 and all(axes == (len(shape) - 1,) and shape[-1] != 4 for shape, axes in dots), dots
+
+
+def test_env_product_train_refuses_forward_mode():
+    """Reverse mode only, as documented: a jvp is an error, not a silently wrong number."""
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(lambda r, g: _energy(env_product_train, r, g), (R, G), (G[..., :4], R[..., :1] * G))
 
 
 B = jnp.asarray(RNG.normal(size=(3, 5, 6)))  # Hermite weights per pair
