@@ -7,9 +7,8 @@ training step XLA CPU recomputed that chain, with the switch function after it, 
 reads the rows or a term of their Jacobian: 7–10 ns an element, against 1–2.5 ns for the descriptor's
 element-wise passes; 3.6 ms of the float32 step's op time on one core, 2.2 ms computed once
 (``bench/RESULTS.md``, session 39). The training step's spread of T's cotangent over the slots reads that
-cotangent computed once too (:func:`jaxmd_dp.model.se_e2_a._spread`, session 40), and Rᵀ·G reads R
-transposed from memory, so that XLA CPU hands its batched dots to its matmul library
-(:func:`jaxmd_dp.model.se_e2_a.env_product_train`, session 41).
+cotangent computed once too (session 40), and Rᵀ·G reads R transposed from memory, so that XLA CPU
+hands its batched dots to its matmul library (session 41; :mod:`jaxmd_dp.model.train_products`).
 
 XLA CPU removes ``lax.optimization_barrier`` before fusion (sessions 34 and 38), but keeps a while loop
 whose trip count it cannot know: :func:`computed_once` writes x into the loop's carry, and the readers

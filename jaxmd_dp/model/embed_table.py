@@ -84,7 +84,7 @@ def outer(a: jax.Array, b: jax.Array) -> jax.Array:
     side whose cotangent is needed short. Autodiff's own transposes, reductions over the last few
     entries, ran in XLA CPU's float32 path (YNNPACK) at a fraction of memory speed: 9 ms for the water
     step's b ⊗ R of (192 × 112 × 6 × 4), 2.8 ms for Cu's empty-slot blocks. Like
-    :func:`jaxmd_dp.model.se_e2_a.env_product_train`, its tangents are ``linear_call`` terms: no vmap, and
+    :func:`jaxmd_dp.model.train_products.env_product_train`, its tangents are ``linear_call`` terms: no vmap, and
     a and b must carry no tangent where the transposes are differentiated again (the training step
     differentiates the forces in the weights only)."""
     return _outer_in_b(a, b)

@@ -124,7 +124,7 @@ class DeepPot(nn.Module):
 
     def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
                  packing: Packing | None = None) -> jax.Array:
-        # the packed path is the training step's, reverse mode only (as env_product_train and row_take.take)
+        # the packed path is the training step's, reverse mode only (as model.train_products and row_take.take)
         return self.fitting(self.descriptor(R, atype, capacity, packing), atype, capacity,
                             reverse_only=packing is not None)
 

@@ -160,7 +160,7 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax
     The net gives G and its slope G′ (:func:`~jaxmd_dp.model.embed_slope.net_value_and_slope`), so G's
     derivative in s is G′ (:func:`~jaxmd_dp.model.embed_slope.with_slope`): first derivatives in the
     coordinates (forces, virials) and reverse-mode ones in the weights, as the training step needs; no
-    second derivative in the coordinates (nor has :func:`~jaxmd_dp.model.se_e2_a.env_product_train`).
+    second derivative in the coordinates (nor has :func:`~jaxmd_dp.model.train_products.env_product_train`).
     """
     nf, n, s = mask.shape
     to_rows, to_slots = pack_maps(mask.reshape(nf, n * s), size, partner)

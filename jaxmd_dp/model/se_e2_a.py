@@ -18,123 +18,18 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero, linear_call
 
-from jaxmd_dp.geometry.computed_once import computed_once
 from jaxmd_dp.geometry.pair_partner import section_partners
 from jaxmd_dp.model.embed_table import table_env_product
 from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
 from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
+from jaxmd_dp.model.train_products import descriptor_product_train, env_product_train
 from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
 def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
     """Σ_s R_sᵀ G_s over the slots: R (nf, n, s, 4), G (nf, n, s, M1) → (nf, n, 4, M1)."""
     return jnp.einsum("fnsa,fnsm->fnam", R, G, precision=PRECISION)
-
-
-def _product_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
-    """Σ_s RT_sᵀ G_s with R given transposed: RT (nf, n, 4, s), G (nf, n, s, M1) → (nf, n, 4, M1)."""
-    return jnp.einsum("fnas,fnsm->fnam", RT, G, precision=PRECISION)
-
-
-def _r_product(ct: jax.Array, G: jax.Array) -> jax.Array:
-    """Σ_m ct_am G_sm: T's cotangent ct (nf, n, 4, M1), G (nf, n, s, M1) → RT's cotangent (nf, n, 4, s)."""
-    return jnp.einsum("fnam,fnsm->fnas", ct, G, precision=PRECISION)
-
-
-def _spread(U: jax.Array, ct: jax.Array) -> jax.Array:
-    """Σ_a U_as ct_am: U (nf, n, 4, s), ct (nf, n, 4, M1) → (nf, n, s, M1), as four element-wise products:
-    the transpose in G of :func:`_product_rt` (U = RT, ct T's cotangent) and of :func:`_r_product`
-    (U RT's cotangent). XLA CPU ran the dot_general form, a batched dot with an inner size of 4, at
-    under 2 GFLOP/s (6 ms for the water step's (192, 72, 100) cotangent).
-
-    ct is computed once (:func:`~jaxmd_dp.geometry.computed_once.computed_once`): it is a sum of the
-    cotangents of T's readers (D = Tᵀ T<'s two products, one in (M1, 4) order, the 1/nnei scaling; in the
-    weight gradient more terms), and XLA CPU fused that sum, transpose included, into each element of the
-    spread, itself fused into the packed rows' gather (4.8 ms of the water float32 step's op time for the
-    forces' spread of the H section alone). Read from memory, the step's gathers take 1.4 ms of op time
-    instead of 6.9 (``bench/RESULTS.md``, session 40)."""
-    ct = computed_once(ct)
-    return sum(U[..., a, :, None] * ct[..., a:a + 1, :] for a in range(U.shape[-2]))
-
-
-@jax.custom_jvp
-def _env_product_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
-    """:func:`_product_rt` whose G-tangent term is a ``linear_call`` with :func:`_spread` as its transpose."""
-    return _product_rt(RT, G)
-
-
-def _env_product_rt_jvp(primals, tangents):
-    RT, G = primals
-    dRT, dG = tangents
-    # JAX calls this rule only when dRT or dG is not a symbolic zero
-    parts = [] if isinstance(dRT, SymbolicZero) else [_env_product_rt(dRT, G)]
-    if not isinstance(dG, SymbolicZero):
-        parts.append(linear_call(_product_rt, _spread, RT, dG))
-    return _env_product_rt(RT, G), sum(parts[1:], parts[0])
-
-
-_env_product_rt.defjvp(_env_product_rt_jvp, symbolic_zeros=True)
-
-
-@jax.custom_jvp
-def _r_cotangent(ct: jax.Array, G: jax.Array) -> jax.Array:
-    """:func:`_r_product` whose G-tangent term is a ``linear_call`` with :func:`_spread` (of its cotangent
-    computed once) as its transpose: the weight gradient's pass through the forces' R-cotangent."""
-    return _r_product(ct, G)
-
-
-def _r_cotangent_jvp(primals, tangents):
-    ct, G = primals
-    dct, dG = tangents
-    parts = [] if isinstance(dct, SymbolicZero) else [_r_cotangent(dct, G)]
-    if not isinstance(dG, SymbolicZero):
-        parts.append(linear_call(_r_product, lambda c, u: _spread(computed_once(u), c), ct, dG))
-    return _r_cotangent(ct, G), sum(parts[1:], parts[0])
-
-
-_r_cotangent.defjvp(_r_cotangent_jvp, symbolic_zeros=True)
-
-
-@jax.custom_vjp
-def _env_product_train_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
-    """:func:`_product_rt` with its VJP written out: RT's cotangent from :func:`_r_cotangent`, G's from
-    :func:`_spread` (a ``linear_call`` whose transpose is :func:`_product_rt`)."""
-    return _env_product_rt(RT, G)
-
-
-def _env_product_train_rt_fwd(RT, G):
-    return _env_product_rt(RT, G), (RT, G)
-
-
-def _env_product_train_rt_bwd(res, ct):
-    RT, G = res
-    return _r_cotangent(ct, G), linear_call(_spread, _product_rt, RT, ct)
-
-
-_env_product_train_rt.defvjp(_env_product_train_rt_fwd, _env_product_train_rt_bwd)
-
-
-def env_product_train(R: jax.Array, G: jax.Array) -> jax.Array:
-    """:func:`env_product` for the training step: same values and first and second reverse-mode derivatives
-    (forces and virials through R, then the weight gradient through those), in forms that XLA CPU runs
-    faster. Reverse mode only (a ``custom_vjp``: no ``jax.jvp``), no vmap, no second derivative in R (the
-    ``linear_call`` residuals carry no tangent); elsewhere use :func:`env_product`.
-
-    - R is transposed to (nf, n, 4, s) and computed once into memory
-      (:func:`~jaxmd_dp.geometry.computed_once.computed_once`), so that Rᵀ·G and its tangents are batched
-      dots with the left operand's contracted axis innermost, which XLA CPU hands to its matmul library,
-      on both cores; with R as (s, 4) it ran them through its generic dot, on one.
-    - Every product that contracts R's 4 columns is four element-wise products (:func:`_spread`): G's
-      cotangent in the forces' pass and in the weight gradient's, and the weight gradient's pass through
-      the forces' R-cotangent, which autodiff gave as a batched dot with an inner size of 4.
-
-    Water step, huge pages, one process alternating (``bench/RESULTS.md``, session 41): the transposed R
-    float32 34.5 → 32.4 ms, float64 69.3 → 65.3 ms; the written-out R-cotangent a further 1.3–4.7 ms less
-    float32 on one core (52.0 → 49.3 ms), 0–1.4 ms on two, float64 unchanged. Cu and Al-Cu-Mg unchanged
-    or shorter."""
-    return _env_product_train_rt(computed_once(jnp.swapaxes(R, -1, -2)), G)
 
 
 class DescriptorSeA(nn.Module):
@@ -206,5 +101,8 @@ class DescriptorSeA(nn.Module):
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], part))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
-        D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
+        if packing is None:
+            D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
+        else:  # the training path: derivatives written out (reverse mode only)
+            D = descriptor_product_train(T, self.axis_neuron)
         return D.reshape(D.shape[:2] + (-1,))

@@ -1,9 +1,6 @@
 """The training step's shortcuts keep the model's numbers:
 
-- ``env_product_train`` (Rᵀ·G with its VJP written out) has the reverse-mode derivatives of the plain
-  einsum, its spreads read their cotangents computed once, in both passes of the training step, and its
-  batched dots contract the left operand's innermost axis (R held transposed), none R's 4 columns,
-  and the table's ``outer`` (b ⊗ R, element-wise transposes) those of the plain product;
+- the table's ``outer`` (b ⊗ R, element-wise transposes) has the derivatives of the plain product;
 - the tabulated embedding (``training.embedding_table``) interpolates G(s) to ~1e-11 and its slope to
   ~1e-9 at 64 nodes, and predictions and the force-loss weight gradient with it match the exact nets on
   DeePMD-kit's fixture.
@@ -20,70 +17,10 @@ from jaxmd_dp.model.embed_table import outer, quintic_basis, table_env_product
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.pair_pack import pair_counts
-from jaxmd_dp.model.se_e2_a import env_product, env_product_train
+from jaxmd_dp.model.se_e2_a import env_product
 
 RNG = np.random.default_rng(3)
 R = jnp.asarray(RNG.normal(size=(1, 3, 5, 4)))  # (nf, n, slots, 4)
-G = jnp.asarray(RNG.normal(size=(1, 3, 5, 6)))  # (nf, n, slots, M1)
-
-
-def _energy(prod, r, g):
-    return jnp.sum(jnp.tanh(prod(r, g * jnp.sum(r, -1, keepdims=True))))  # G depends on R, as in the model
-
-
-PRODUCT_DERIVATIVES = {  # reverse mode, as the training step (env_product_train has no jvp)
-    "grad": lambda p: jax.grad(_energy, (1, 2))(p, R, G),
-    # the training step's case: the G-gradient of a loss on the R-gradient ("forces")
-    "grad_of_force_loss": lambda p: jax.grad(lambda g: jnp.sum(jax.grad(_energy, 1)(p, R, g) ** 2))(G),
-}
-
-
-@pytest.mark.parametrize("name", sorted(PRODUCT_DERIVATIVES))
-def test_env_product_train_derivatives_equal_einsum(name):
-    got, want = PRODUCT_DERIVATIVES[name](env_product_train), PRODUCT_DERIVATIVES[name](env_product)
-    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-
-
-def test_spread_reads_its_cotangent_computed_once():
-    """The G-cotangent's spread over the slots reads T's cotangent computed once
-    (:func:`~jaxmd_dp.geometry.computed_once.computed_once`: a one-trip while loop on the CPU), in the
-    forces' pass and in the weight gradient's: XLA CPU otherwise fused that sum of products, a transpose
-    included, into every element of the spread (bench/RESULTS.md, session 40). The weight gradient's
-    pass through the forces' R-cotangent spreads its own cotangent, computed once too; the fifth loop
-    holds R transposed (next test)."""
-    jaxpr = str(jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))())
-    assert jaxpr.count("while[") == (5 if jax.default_backend() == "cpu" else 0), jaxpr
-
-
-def _dot_generals(jaxpr) -> list:
-    """(lhs shape, lhs contracted axes) of every dot_general in a closed jaxpr, sub-jaxprs included."""
-    found = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            found.append((eqn.invars[0].aval.shape, tuple(eqn.params["dimension_numbers"][0][0])))
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            found += _dot_generals(sub)
-    return found
-
-
-def test_products_contract_the_left_operands_innermost_axis():
-    """Every batched dot of the force loss's weight gradient through env_product_train contracts its left
-    operand's innermost axis, which XLA CPU hands to its matmul library (on both cores; the others to its
-    generic dot, on one), and none contracts R's 4 columns: those are element-wise (bench/RESULTS.md,
-    session 41). With R as (slots, 4), the forward product and its tangent fail the first; autodiff's
-    transpose of the forces' R-cotangent in G, the second."""
-    jaxpr = jax.make_jaxpr(lambda: PRODUCT_DERIVATIVES["grad_of_force_loss"](env_product_train))().jaxpr
-    dots = _dot_generals(jaxpr)
-    assert len(dots) >= 4 and all(axes == (len(shape) - 1,) and shape[-1] != 4 for shape, axes in dots), dots
-
-
-def test_env_product_train_refuses_forward_mode():
-    """Reverse mode only, as documented: a jvp is an error, not a silently wrong number."""
-    with pytest.raises(TypeError, match="custom_vjp"):
-        jax.jvp(lambda r, g: _energy(env_product_train, r, g), (R, G), (G[..., :4], R[..., :1] * G))
-
-
 B = jnp.asarray(RNG.normal(size=(3, 5, 6)))  # Hermite weights per pair
 W = jnp.asarray(RNG.normal(size=(3, 5, 6, 4)))  # the node tables' stand-in
 
