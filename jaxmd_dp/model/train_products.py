@@ -77,6 +77,8 @@ _tm_ct = _with_written_transpose(_einsum("fnam,fnmk->fnak"), lambda t, u: _outer
 
 @jax.custom_vjp
 def _env_product_rt(RT: jax.Array, G: jax.Array) -> jax.Array:
+    """Rᵀ·G with R transposed (RT (nf, n, 4, s)); VJP: RT's cotangent by :data:`_ct_g`, G's by
+    :func:`_outer_sum` (a ``linear_call`` whose transpose is the product again)."""
     return _rt_g(RT, G)
 
 
