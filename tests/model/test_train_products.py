@@ -4,8 +4,8 @@ plain einsums' numbers and have the forms they were written for:
 - ``env_product_train`` (T = Rᵀ·G) and ``descriptor_product_train`` (D = Tᵀ T<) have the plain einsums'
   gradients and the weight gradient of a loss on the forces, to 1e-12 in float64;
 - in that weight gradient every batched dot contracts its left operand's innermost axis and none the
-  4 rows of R or T (those products are element-wise), and the element-wise products read their small
-  operands computed once;
+  4 rows of R or T (those products are element-wise) but D's own forward product, and the element-wise
+  products read their small operands computed once;
 - forward mode is refused, not silently wrong.
 """
 
