@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import SymbolicZero, linear_call
 
+from jaxmd_dp.model.bilinear import with_written_transposes
 from jaxmd_dp.model.nets import PRECISION
 
 MIN_NODES = 16
@@ -60,46 +60,28 @@ def _quintic_basis_jvp(primals, tangents):
     return quintic_basis(t), jnp.stack([q * dt for q in slopes], axis=-1)
 
 
-def _outer_in_a(b: jax.Array, da: jax.Array) -> jax.Array:
-    return da[..., :, None] * b[..., None, :]
-
-
 def _outer_in_a_t(b: jax.Array, ct: jax.Array) -> jax.Array:
     return sum(ct[..., :, q] * b[..., q:q + 1] for q in range(b.shape[-1]))
-
-
-def _outer_in_b(a: jax.Array, db: jax.Array) -> jax.Array:
-    return a[..., :, None] * db[..., None, :]
 
 
 def _outer_in_b_t(a: jax.Array, ct: jax.Array) -> jax.Array:
     return sum(ct[..., p, :] * a[..., p:p + 1] for p in range(a.shape[-1]))
 
 
-@jax.custom_jvp
-def outer(a: jax.Array, b: jax.Array) -> jax.Array:
-    """a ⊗ b: (..., P), (..., Q) → (..., P, Q), for the training step.
+def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a ⊗ b: (..., P), (..., Q) → (..., P, Q), for the training step (as :data:`outer`).
 
     Its transposes are sums of Q (for a's cotangent) or P (for b's) element-wise products, so keep the
     side whose cotangent is needed short. Autodiff's own transposes, reductions over the last few
     entries, ran in XLA CPU's float32 path (YNNPACK) at a fraction of memory speed: 9 ms for the water
-    step's b ⊗ R of (192 × 112 × 6 × 4), 2.8 ms for Cu's empty-slot blocks. Like
-    :func:`jaxmd_dp.model.train_products.env_product_train`, its tangents are ``linear_call`` terms: no vmap, and
-    a and b must carry no tangent where the transposes are differentiated again (the training step
+    step's b ⊗ R of (192 × 112 × 6 × 4), 2.8 ms for Cu's empty-slot blocks. Its tangents are
+    ``linear_call`` terms (:func:`jaxmd_dp.model.bilinear.with_written_transposes`): no vmap, and a and b
+    must carry no tangent where the transposes are differentiated again (the training step
     differentiates the forces in the weights only)."""
-    return _outer_in_b(a, b)
+    return a[..., :, None] * b[..., None, :]
 
 
-def _outer_jvp(primals, tangents):
-    a, b = primals
-    da, db = tangents
-    parts = [] if isinstance(da, SymbolicZero) else [linear_call(_outer_in_a, _outer_in_a_t, b, da)]
-    if not isinstance(db, SymbolicZero):
-        parts.append(linear_call(_outer_in_b, _outer_in_b_t, a, db))
-    return outer(a, b), sum(parts[1:], parts[0])
-
-
-outer.defjvp(_outer_jvp, symbolic_zeros=True)
+outer = with_written_transposes(_outer, _outer_in_a_t, _outer_in_b_t)
 
 
 def node_rows(net, lo: jax.Array, h: jax.Array, nodes: int) -> jax.Array:

@@ -25,9 +25,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import SymbolicZero, linear_call
+from jax.custom_derivatives import linear_call
 
 from jaxmd_dp.geometry.computed_once import computed_once
+from jaxmd_dp.model.bilinear import with_written_transposes
 from jaxmd_dp.model.nets import PRECISION
 
 
@@ -40,39 +41,22 @@ def _outer_sum(U: jax.Array, V: jax.Array) -> jax.Array:
     return sum(U[..., a, :, None] * V[..., a, None, :] for a in range(U.shape[-2]))
 
 
-def _with_written_transpose(product, transpose_in_second):
-    """product(A, B) (bilinear) as a ``custom_jvp`` whose B-tangent term is a ``linear_call`` with
-    ``transpose_in_second(A, cotangent)`` as its transpose; the A-tangent term is autodiff's."""
-
-    @jax.custom_jvp
-    def f(A, B):
-        return product(A, B)
-
-    def f_jvp(primals, tangents):
-        A, B = primals
-        dA, dB = tangents
-        # JAX calls this rule only when dA or dB is not a symbolic zero
-        parts = [] if isinstance(dA, SymbolicZero) else [f(dA, B)]
-        if not isinstance(dB, SymbolicZero):
-            parts.append(linear_call(product, transpose_in_second, A, dB))
-        return f(A, B), sum(parts[1:], parts[0])
-
-    f.defjvp(f_jvp, symbolic_zeros=True)
-    return f
-
-
 def _einsum(spec: str):
     return lambda a, b: jnp.einsum(spec, a, b, precision=PRECISION)
 
 
 # Rᵀ·G with R transposed, RT (nf, n, 4, s), G (nf, n, s, M1) → T (nf, n, 4, M1); G's cotangent Σ_a RT_a ⊗ ct_a
-_rt_g = _with_written_transpose(_einsum("fnas,fnsm->fnam"), _outer_sum)
+_product_rt = _einsum("fnas,fnsm->fnam")
+_rt_g = with_written_transposes(_product_rt, transpose_in_second=_outer_sum)
 # the forces' R-cotangent, ct (nf, n, 4, M1), G → (nf, n, 4, s); G's cotangent Σ_a u_a ⊗ ct_a
-_ct_g = _with_written_transpose(_einsum("fnam,fnsm->fnas"), lambda ct, u: _outer_sum(computed_once(u), ct))
+_ct_g = with_written_transposes(_einsum("fnam,fnsm->fnas"),
+                                transpose_in_second=lambda ct, u: _outer_sum(computed_once(u), ct))
 # D's cotangent in T<: T< (nf, n, 4, M2), ct_D (nf, n, M1, M2) → (nf, n, 4, M1); ct_D's cotangent Σ_a u_a ⊗ T<_a
-_tk_ct = _with_written_transpose(_einsum("fnak,fnmk->fnam"), lambda tk, u: _outer_sum(computed_once(u), tk))
+_tk_ct = with_written_transposes(_einsum("fnak,fnmk->fnam"),
+                                 transpose_in_second=lambda tk, u: _outer_sum(computed_once(u), tk))
 # D's cotangent in T: T (nf, n, 4, M1), ct_D → (nf, n, 4, M2); ct_D's cotangent Σ_a T_a ⊗ u_a
-_tm_ct = _with_written_transpose(_einsum("fnam,fnmk->fnak"), lambda t, u: _outer_sum(computed_once(t), u))
+_tm_ct = with_written_transposes(_einsum("fnam,fnmk->fnak"),
+                                 transpose_in_second=lambda t, u: _outer_sum(computed_once(t), u))
 
 
 @jax.custom_vjp
@@ -88,7 +72,7 @@ def _env_product_rt_fwd(RT, G):
 
 def _env_product_rt_bwd(res, ct):
     RT, G = res
-    return _ct_g(ct, G), linear_call(_outer_sum, _einsum("fnas,fnsm->fnam"), RT, ct)
+    return _ct_g(ct, G), linear_call(_outer_sum, _product_rt, RT, ct)
 
 
 _env_product_rt.defvjp(_env_product_rt_fwd, _env_product_rt_bwd)
