@@ -11,12 +11,11 @@
 #  5. the kernels' own timings (bench/gpu_kernels.py);
 #  6. a profile of steps 4-8 of the Cu float32 loop (train --profile; OUTDIR/prof_copper.tgz, for
 #     TensorBoard or Perfetto): where the host leaves the GPU idle;
-#  7. the first step's compile, water float32, with XLA's GEMM autotuning on and off
-#     (--xla_gpu_autotune_level=0; session 26 found Cu float32's 14.4 s fall to 6.8 s without it; session 35
-#     saw water float32's first step take 31.1 s against float64's 18.7 s)
+#  7. the first step's compile, water float32, as the code compiles it (no GEMM autotuning on a GPU since
+#     session 42: water float32 15.2-16.1 s against 29.8-48.4 s with it) and with XLA's autotuning
+#     (--xla_gpu_autotune_level=4, which the code leaves alone)
 #  8. what a jitted call costs the host per array (bench/dispatch_cost.py): the training state is 100
-#     arrays, and the loop's floor on the H200's host was 1.7-1.9 ms a step (session 35); whether holding
-#     the state in a few flat arrays would cut it (on the 2-core CPU it would not pay: session 39)
+#     arrays (session 42 on the H200: 0.27 / 0.42 ms a call passing / updating 100, 0.05 / 0.06 ms for 3)
 # Nine files in OUTDIR (a device tool may bring back only a few).
 # Session 23 ran water with JAXMD_DP_KERNELS=jnp too (Pallas against jnp in training: no difference);
 # that part is gone.
@@ -33,7 +32,7 @@
 #   PARTS="1 2" SPEED_INPUTS="water copper" bash bench/gpu_check.sh OUTDIR      (limits 150 + 2 x 170 s)
 #   PARTS="2 4" SPEED_INPUTS=almgcu LOOP_INPUTS="water_float32 copper_float32" \
 #     bash bench/gpu_check.sh OUTDIR                                            (limits 170 + 2 x 70 s)
-# and in a later session PARTS="3 5 6 7 8" (limits 3 x 45 + 60 + 60 + 2 x 60 + 30 s).
+# and in a later session PARTS="3 5 6 7" (limits 3 x 45 + 60 + 60 + 2 x 90 s).
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -81,11 +80,11 @@ if part 6 "profile of the Cu float32 loop"; then
     --profile "$runs/prof" training.numb_steps=20 2>&1 | grep -E 'profil|average'
   tar -czf "$out/prof_copper.tgz" -C "$runs" prof && du -h "$out/prof_copper.tgz"
 fi
-if part 7 "first-step compile, GEMM autotuning on and off"; then
+if part 7 "first-step compile, GEMM autotuning off (the code's) and on (XLA's default)"; then
   for c in ${COMPILE_INPUTS:-water_float32}; do
-    for flags in "" "--xla_gpu_autotune_level=0"; do
+    for flags in "" "--xla_gpu_autotune_level=4"; do
       echo "$c XLA_FLAGS='$flags'" | tee -a "$out/compile.txt"
-      XLA_FLAGS="$flags" timeout "${T_COMPILE:-60}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
+      XLA_FLAGS="$flags" timeout "${T_COMPILE:-90}" $PY bench/startup.py "$runs/in/$c.json" --steps 2 2>&1 \
         | grep -E 'first training step|neighbour scan of' | tee -a "$out/compile.txt"
     done
   done

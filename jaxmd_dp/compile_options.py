@@ -1,20 +1,34 @@
-"""XLA compile options for the CPU that this jaxlib accepts (shared by the programs that set their own).
+"""XLA compile options per backend that this jaxlib accepts (shared by the programs that set their own).
 
 Some programs compile better with options of their own on the CPU: the evaluation step
 (:func:`jaxmd_dp.train.step.eval_compiler_options`) and the programs that reduce neighbour candidates
-(:func:`jaxmd_dp.geometry.neighbor.reduction_jit`). Off the CPU they do not apply. And a jaxlib may drop an
-option, after which every compile that names it fails ("No such compile option", on any backend): jaxlib
-0.11.2 has no ``xla_cpu_use_fusion_emitters``, and every GPU run with validation data stopped at its first
-validation (session 23). So the options are checked once per process before any program uses them.
+(:func:`jaxmd_dp.geometry.neighbor.reduction_jit`). On a GPU the training and evaluation steps are compiled
+without XLA's GEMM autotuning (:data:`GPU_STEP_OPTIONS`). An option that a user sets in ``XLA_FLAGS`` is
+theirs: it is left out of ours. And a jaxlib may drop an option, after which every compile that names it
+fails ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
+every GPU run with validation data stopped at its first validation (session 23). So the options are checked
+once per process before any program uses them.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+# XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). On the H200 this
+# took the water float32 training step's first call from 16.1 to 29.8 s (session 42) and Cu float32's from
+# 6.8 to 14.4 s (session 26), for no faster step: the step there is bound by the host (bench/RESULTS.md,
+# "On a GPU", sessions 35 and 42). Level 0 picks cuBLAS's heuristic algorithm.
+GPU_STEP_OPTIONS = {"xla_gpu_autotune_level": 0}
+
+
+def set_in_xla_flags(name: str, xla_flags: str) -> bool:
+    """Whether ``xla_flags`` (an ``XLA_FLAGS`` value) sets the option ``name``."""
+    return any(flag.lstrip("-").split("=", 1)[0] == name for flag in xla_flags.split())
 
 
 @functools.lru_cache(maxsize=16)
@@ -26,6 +40,26 @@ def cpu_options(wanted: tuple[tuple[str, object], ...], backend: str | None = No
     fails is each tried on its own."""
     if (backend or jax.default_backend()) != "cpu":
         return None
+    return _accepted(dict(wanted))
+
+
+def gpu_options(wanted: tuple[tuple[str, object], ...], backend: str | None = None) -> dict | None:
+    """As :func:`cpu_options`, where ``backend`` is a GPU, less the options that ``XLA_FLAGS`` sets."""
+    if (backend or jax.default_backend()) != "gpu":
+        return None
+    flags = os.environ.get("XLA_FLAGS", "")
+    return _accepted_cached(tuple((k, v) for k, v in wanted if not set_in_xla_flags(k, flags)))
+
+
+@functools.lru_cache(maxsize=16)
+def _accepted_cached(wanted: tuple[tuple[str, object], ...]) -> dict | None:
+    return _accepted(dict(wanted))
+
+
+def _accepted(options: dict) -> dict | None:
+    """The options this jaxlib accepts on the default backend (None when none)."""
+    if not options:
+        return None
 
     def accepted(options: dict) -> bool:
         try:
@@ -36,7 +70,6 @@ def cpu_options(wanted: tuple[tuple[str, object], ...], backend: str | None = No
             return False
         return True
 
-    options = dict(wanted)
     if accepted(options):
         return options
     return {k: v for k, v in options.items() if accepted({k: v})} or None

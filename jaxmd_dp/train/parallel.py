@@ -193,7 +193,7 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
     Returns ``step(state, stats, batch, layout)``; batch arrays carry a leading worker axis (this
     process's workers), state and stats are replicated (placed here if they are not yet).
     """
-    from jaxmd_dp.train.step import device_batch, make_train_step
+    from jaxmd_dp.train.step import device_batch, make_train_step, train_compiler_options
 
     inner = make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=_pmean_workers)
 
@@ -212,7 +212,7 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
         out = {k: jnp.max(v, axis=0) if k == "nneigh_max" else v[0] for k, v in metrics.items()}
         return new_state, out
 
-    jitted = jax.jit(step, static_argnums=3, donate_argnums=0)
+    jitted = jax.jit(step, static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options())
     replicated, by_worker = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
 
     def placed(state, stats, batch, layout):

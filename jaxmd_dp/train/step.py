@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmd_dp.compile_options import cpu_options
+from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, cpu_options, gpu_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
@@ -222,7 +222,7 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
         metrics["lr"] = lr
         return TrainState(state.step + 1, params, opt_state, first_bad), metrics
 
-    return jax.jit(train_step, static_argnums=3, donate_argnums=0)
+    return jax.jit(train_step, static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options())
 
 
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0):
@@ -255,6 +255,13 @@ MANY_EVALS = 300
 @functools.lru_cache(maxsize=4)
 def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict | None:
     """The options of :data:`EVAL_CPU_OPTIONS` (with ``few``, and :data:`FEW_EVALS_CPU_OPTIONS`) that this
-    jaxlib accepts, on the CPU; None elsewhere (:func:`jaxmd_dp.compile_options.cpu_options`)."""
+    jaxlib accepts, on the CPU (:func:`jaxmd_dp.compile_options.cpu_options`); on a GPU the training step's
+    (:func:`train_compiler_options`); None elsewhere."""
     wanted = {**EVAL_CPU_OPTIONS, **(FEW_EVALS_CPU_OPTIONS if few else {})}
-    return cpu_options(tuple(wanted.items()), backend)
+    return cpu_options(tuple(wanted.items()), backend) or train_compiler_options(backend)
+
+
+def train_compiler_options(backend: str | None = None) -> dict | None:
+    """The training step's options: XLA's defaults on the CPU; on a GPU no GEMM autotuning
+    (:data:`jaxmd_dp.compile_options.GPU_STEP_OPTIONS`, unless ``XLA_FLAGS`` sets the option)."""
+    return gpu_options(tuple(GPU_STEP_OPTIONS.items()), backend)

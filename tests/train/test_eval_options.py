@@ -1,4 +1,5 @@
-"""The evaluation step's XLA options: CPU-only, and only those this jaxlib knows.
+"""The steps' XLA options: the evaluation step's CPU options, both steps' GPU options, and only those this
+jaxlib knows (and, on a GPU, that ``XLA_FLAGS`` does not set).
 
 On a GPU (H200, jaxlib 0.11.2, session 23) every water run failed at its first validation with "No such
 compile option: 'xla_cpu_use_fusion_emitters'": jaxlib 0.11.2 no longer has that option (its libraries do
@@ -6,6 +7,7 @@ not hold the name), and a compile naming an unknown option fails on any backend.
 
 import pytest
 
+from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, set_in_xla_flags
 from jaxmd_dp.train import step
 
 
@@ -16,8 +18,29 @@ def fresh_cache():
     step.eval_compiler_options.cache_clear()
 
 
-def test_no_cpu_options_off_the_cpu(fresh_cache):
-    assert step.eval_compiler_options("gpu") is None
+def test_no_cpu_options_off_the_cpu(fresh_cache, monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert step.eval_compiler_options("gpu") == step.train_compiler_options("gpu") == GPU_STEP_OPTIONS
+    assert step.train_compiler_options("cpu") is None
+
+
+def test_gpu_options_leave_what_xla_flags_sets(fresh_cache, monkeypatch):
+    """GEMM autotuning is off for both steps on a GPU unless the user's XLA_FLAGS says otherwise."""
+    assert GPU_STEP_OPTIONS == {"xla_gpu_autotune_level": 0}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x  --xla_gpu_autotune_level=4")
+    assert step.train_compiler_options("gpu") is None and step.eval_compiler_options("gpu") is None
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level_x=1 --xla_dump_to=xla_gpu_autotune_level")
+    assert step.train_compiler_options("gpu") == GPU_STEP_OPTIONS
+
+
+@pytest.mark.parametrize("flags, name, expected", [
+    ("--xla_gpu_autotune_level=0", "xla_gpu_autotune_level", True),
+    ("  -xla_a=1 --xla_gpu_autotune_level", "xla_gpu_autotune_level", True),
+    ("--xla_gpu_autotune_level_extra=0", "xla_gpu_autotune_level", False),
+    ("", "xla_gpu_autotune_level", False),
+])
+def test_set_in_xla_flags(flags, name, expected):
+    assert set_in_xla_flags(name, flags) is expected
 
 
 def test_unknown_option_dropped_known_kept(fresh_cache, monkeypatch):
