@@ -4,7 +4,9 @@
 #     frames and lists (tests/train/test_neighbor_cache.py: its gathers and in-place writes on the GPU);
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
 #     script installs a CPU build), exact nets and table 64, both precisions;
-#  3. the bare training step on Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled);
+#  3. the bare training step on water, Cu and Al-Cu-Mg (bench/step_time.py: no loop, batches cycled): water
+#     float32's loop has taken 2.8-4.3 ms a step against float64's 1.7-2.5 (sessions 35, 42), Cu's and
+#     Al-Cu-Mg's the same in both; whether the step itself or the loop differs;
 #  4. where the loop's time goes around the step, Cu float32, Al-Cu-Mg float64 and water float32 with table 64
 #     (bench/loop_overhead.py: the bare step, fit with prepared batches, with cached lists, with new
 #     frames, and with a step that does nothing: the loop's floor);
@@ -24,15 +26,15 @@
 # only the checkout travels to the GPU machine (session 23), copy ../shared/{data,fixtures,bench} into a
 # git-ignored folder of it (55 MB without nopbc data) and run `ln -sfn "$PWD/FOLDER" ../shared` there first.
 # Each part has its own time limit (seconds, in the variables below), so a slow or failing part leaves
-# the others running; STEPS and the limits are variables for a smoke run on a CPU. SPEED_INPUTS,
-# LOOP_INPUTS and COMPILE_INPUTS choose the inputs of parts 2, 4 and 7. A session has 15 minutes of device
+# the others running; STEPS and the limits are variables for a smoke run on a CPU. SPEED_INPUTS, BARE_INPUTS,
+# LOOP_INPUTS and COMPILE_INPUTS choose the inputs of parts 2, 3, 4 and 7. A session has 15 minutes of device
 # time, the machine's start included (~30 s a start): session 35's two calls took 480 s (parts 1 and 2)
 # and 207 s (parts 3 and 4, two loop inputs), and part 1 needed more than 110 s, part 2 more than 130 s for
 # water's four runs (the limits below are raised to match). In the order that matters most:
 #   PARTS="1 2" SPEED_INPUTS="water copper" bash bench/gpu_check.sh OUTDIR      (limits 150 + 2 x 170 s)
 #   PARTS="2 4" SPEED_INPUTS=almgcu LOOP_INPUTS="water_float32 copper_float32" \
 #     bash bench/gpu_check.sh OUTDIR                                            (limits 170 + 2 x 70 s)
-# and in a later session PARTS="3 5 6 7" (limits 3 x 45 + 60 + 60 + 2 x 90 s).
+# and in a later session PARTS="3 5 6 7" (limits 5 x 45 + 60 + 60 + 2 x 90 s).
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -43,7 +45,8 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=$PWD${P
 runs=$(mktemp -d)
 mkdir -p "$runs/in"  # the inputs of parts 3, 4, 6 and 7, as bench/train_speed.py writes them
 $PY -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; import train_speed as t
-for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'float64'), ('water', 'float32')):
+for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'float64'), ('water', 'float32'),
+                   ('water', 'float64')):
     t.write_input(name, $STEPS, 50, prec, Path('$runs/in'))"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
@@ -61,7 +64,7 @@ if part 2 "training speed"; then
   done
 fi
 if part 3 "bare steps"; then
-  for c in copper_float32 copper_float64 almgcu_float64; do
+  for c in ${BARE_INPUTS:-water_float32 water_float64 copper_float32 copper_float64 almgcu_float64}; do
     timeout "${T_BARE:-45}" $PY bench/step_time.py "$runs/in/$c.json" --precision "${c#*_}" --steps 100 \
       --table 0 64 2>&1 | grep -v 'cuda_timer' | tail -3 | tee -a "$out/step_time.txt"
   done
