@@ -49,8 +49,9 @@ def _normal(name: str):
 
 # Every matmul of the nets and descriptor at the operands' full precision. On a GPU, XLA's default for
 # float32 is TF32 (10-bit mantissa): all four float32 fixture models then missed DeePMD-kit's predictions
-# (one by 5.6e-4 relative; H200, session 23) against a bound of 1e-5. On the CPU the setting changes nothing;
-# on the GPU float32 compiles then took about twice float64's (a suspect: bench/RESULTS.md, "On a GPU").
+# (one by 5.6e-4 relative; H200, session 23) against a bound of 1e-5. On the CPU the setting changes nothing.
+# On the GPU float32 compiles took about twice float64's while XLA autotuned the GEMMs (water 29.8-48.4 against
+# 19.4 s); without that (jaxmd_dp/compile_options.py) 15.2 against 13.5 s (H200, session 42).
 PRECISION = jax.lax.Precision.HIGHEST
 
 
