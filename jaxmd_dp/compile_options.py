@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 # XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). On the H200 this
-# took the water float32 training step's first call from 16.1 to 29.8 s (session 42) and Cu float32's from
-# 6.8 to 14.4 s (session 26), for no faster step: the step there is bound by the host (bench/RESULTS.md,
-# "On a GPU", sessions 35 and 42). Level 0 picks cuBLAS's heuristic algorithm.
+# took the water float32 training step's first call from 15.2-16.1 to 29.8-48.4 s and Cu float32's from 6.6
+# to 15.8 s (session 42), for no faster step: the loop there is bound by the host (bench/RESULTS.md,
+# "On a GPU", sessions 35 and 42). Level 0 takes cuBLAS's heuristic choice of algorithm.
 GPU_STEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 

@@ -18,7 +18,7 @@ def fresh_cache():
     step.eval_compiler_options.cache_clear()
 
 
-def test_no_cpu_options_off_the_cpu(fresh_cache, monkeypatch):
+def test_options_per_backend(fresh_cache, monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert step.eval_compiler_options("gpu") == step.train_compiler_options("gpu") == GPU_STEP_OPTIONS
     assert step.train_compiler_options("cpu") is None
@@ -57,3 +57,24 @@ def test_few_evaluations_compile_short_many_run_fast(fresh_cache):
     few, many = step.eval_compiler_options("cpu", few=True), step.eval_compiler_options("cpu", few=False)
     assert many == step.EVAL_CPU_OPTIONS
     assert few == {**many, **step.FEW_EVALS_CPU_OPTIONS}
+
+
+def test_training_step_jitted_with_the_gpu_options_on_a_gpu(fresh_cache, monkeypatch):
+    """The training step's jit gets the GPU options where jax's default backend is a GPU, none on the CPU."""
+    import jax
+
+    from jaxmd_dp import compile_options
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    made = []
+    real_jit = jax.jit
+
+    def spy(fun, **kw):
+        made.append(kw.get("compiler_options"))
+        return real_jit(fun, **kw)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    step.make_train_step.__wrapped__(None, None, None, None)  # jitted, not traced: the arguments go unused
+    monkeypatch.setattr(compile_options.jax, "default_backend", lambda: "gpu")
+    step.make_train_step.__wrapped__(None, None, None, None)
+    assert made == [None, GPU_STEP_OPTIONS]
