@@ -594,7 +594,7 @@ def test_minimage_auto_choice_and_fits():
     assert cu.method == "minimage" and cu.ncell == (3, 3, 3) and candidates_per_atom(cu) == 864
 
 
-def test_reduction_jit_compiles_with_cpu_options_once_per_backend(monkeypatch):
+def test_reduction_jit_compiles_with_cpu_options_once_per_backend(jit_options):
     """The programs that reduce candidate blocks (the neighbour scan, the statistics' sums) are jitted with
     :data:`CPU_REDUCE_OPTIONS` on the CPU, the backend's defaults elsewhere; two threads calling a new one at
     once share one jit (one cache), and both get the right result."""
@@ -604,14 +604,8 @@ def test_reduction_jit_compiles_with_cpu_options_once_per_backend(monkeypatch):
     from jaxmd_dp.neighbor_stat import _frame_stats
 
     neighbor.reduction_jit(lambda x: x).options_for("cpu")  # this jaxlib's options checked (its own probe jit) first
-    made = []
-    real_jit = jax.jit
-
-    def spy(fun, **kw):
-        made.append(kw.get("compiler_options"))
-        return real_jit(fun, **kw)
-
-    monkeypatch.setattr(jax, "jit", spy)
+    made = jit_options
+    made.clear()
 
     def cube_sum(n, x):
         return (x**n).sum(axis=-1)

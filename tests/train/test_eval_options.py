@@ -59,22 +59,14 @@ def test_few_evaluations_compile_short_many_run_fast(fresh_cache):
     assert few == {**many, **step.FEW_EVALS_CPU_OPTIONS}
 
 
-def test_training_step_jitted_with_the_gpu_options_on_a_gpu(fresh_cache, monkeypatch):
+def test_training_step_jitted_with_the_gpu_options_on_a_gpu(fresh_cache, monkeypatch, jit_options):
     """The training step's jit gets the GPU options where jax's default backend is a GPU, none on the CPU."""
-    import jax
-
     from jaxmd_dp import compile_options
 
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    made = []
-    real_jit = jax.jit
-
-    def spy(fun, **kw):
-        made.append(kw.get("compiler_options"))
-        return real_jit(fun, **kw)
-
-    monkeypatch.setattr(jax, "jit", spy)
+    compile_options.gpu_options((("xla_gpu_autotune_level", 0),), "gpu")  # the option's probe jit first
+    jit_options.clear()
     step.make_train_step.__wrapped__(None, None, None, None)  # jitted, not traced: the arguments go unused
     monkeypatch.setattr(compile_options.jax, "default_backend", lambda: "gpu")
     step.make_train_step.__wrapped__(None, None, None, None)
-    assert made == [None, GPU_STEP_OPTIONS]
+    assert jit_options == [None, GPU_STEP_OPTIONS]
