@@ -1,6 +1,7 @@
 #!/bin/bash
-# On a GPU machine (about 13 minutes on an H200 if every part runs; see the two calls below):
-#  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests), and the device store of
+# On a GPU machine (about 13 minutes on an H200 if every part runs; see the calls suggested below):
+#  1. DeePMD-kit equivalence with the Pallas kernels on the GPU (the fixture tests), the training step's
+#     products with written-out VJPs (tests/model/test_train_products.py), and the device store of
 #     frames and lists (tests/train/test_neighbor_cache.py: its gathers and in-place writes on the GPU);
 #  2. training speed of the three ASC22 inputs (bench/train_speed.py, ours only: DeePMD-kit's bench
 #     script installs a CPU build), exact nets and table 64, both precisions;
@@ -29,12 +30,14 @@
 # the others running; STEPS and the limits are variables for a smoke run on a CPU. SPEED_INPUTS, BARE_INPUTS,
 # LOOP_INPUTS and COMPILE_INPUTS choose the inputs of parts 2, 3, 4 and 7. A session has 15 minutes of device
 # time, the machine's start included (~30 s a start): session 35's two calls took 480 s (parts 1 and 2)
-# and 207 s (parts 3 and 4, two loop inputs), and part 1 needed more than 110 s, part 2 more than 130 s for
-# water's four runs (the limits below are raised to match). In the order that matters most:
-#   PARTS="1 2" SPEED_INPUTS="water copper" bash bench/gpu_check.sh OUTDIR      (limits 150 + 2 x 170 s)
-#   PARTS="2 4" SPEED_INPUTS=almgcu LOOP_INPUTS="water_float32 copper_float32" \
-#     bash bench/gpu_check.sh OUTDIR                                            (limits 170 + 2 x 70 s)
-# and in a later session PARTS="3 5 6 7" (limits 5 x 45 + 60 + 60 + 2 x 90 s).
+# and 207 s (parts 3 and 4, two loop inputs); session 42's three 240 s (parts 8 and 1, water float32 twice),
+# 240 s (water and Cu, both precisions, twice) and 88 s (Al-Cu-Mg), 682 s with the starts. Part 1 takes
+# ~160 s, part 2 ~20-45 s a run now that the steps compile without GEMM autotuning (the limits below are
+# raised to match). In the order that matters most next:
+#   PARTS="3 4" LOOP_INPUTS="water_float32 copper_float32" bash bench/gpu_check.sh OUTDIR
+#                                                                (limits 5 x 45 + 2 x 70 s)
+#   PARTS="6 5 2" SPEED_INPUTS=water bash bench/gpu_check.sh OUTDIR   (limits 60 + 60 + 170 s)
+# and PARTS="1" after changes to the model or the kernels (limit 200 s).
 out=${1:?usage: bash bench/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
@@ -55,7 +58,8 @@ for name, prec in (('copper', 'float32'), ('copper', 'float64'), ('almgcu', 'flo
   git log -1 --format='commit %h %s' 2>/dev/null
 } 2>&1 | tee -a "$out/env.txt"
 if part 1 "fixtures (DeePMD-kit's predictions, kernels: auto)"; then
-  timeout "${T_FIXTURES:-150}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py tests/train/test_neighbor_cache.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
+  timeout "${T_FIXTURES:-200}" $PY -m pytest -q -p no:cacheprovider tests/model/test_fixtures.py \
+    tests/model/test_train_products.py tests/train/test_neighbor_cache.py 2>&1 | tail -15 | tee "$out/fixtures.txt"
 fi
 if part 2 "training speed"; then
   for input in ${SPEED_INPUTS:-water copper almgcu}; do  # each its own limit: a slow compile leaves the others
