@@ -8,7 +8,7 @@ the same step's median moved by ~15 % on the 2-core host of session 18; in one p
 A variant replaces a module attribute while its step is traced (``--variant``; EXPR is Python, evaluated
 with that module's globals, e.g. ``einsum:jaxmd_dp.model.se_e2_a.env_product_train=env_product``: the
 exact nets' Rᵀ·G as a plain einsum), or compiles with XLA compiler options (``--options``, e.g.
-``emitters:xla_cpu_use_fusion_emitters=false``). Several items with one NAME make one variant. A variant
+``emitters:xla_cpu_use_fusion_emitters=false``; on top of the training step's own, none on the CPU). Several items with one NAME make one variant. A variant
 ``base`` (the code as it is) is always included. CONFIG: our YAML or a DeePMD-kit input.json. Prints per
 variant the median, lower quartile and minimum of the step times (ms; the first 8 steps of each left
 out) and the loss metrics of its last step (variants that compute the same numbers show the same ones).
@@ -54,9 +54,20 @@ def parse_variants(patches: list[str], options: list[str]) -> dict[str, dict]:
     return variants
 
 
+def as_read(arrays: dict) -> dict:
+    """A batch as the step reads it: a stored batch's ``store`` (a ``StoreRef``, which a jitted step reads
+    as the store's current arrays) as those arrays. A compiled executable takes its arguments' tree as
+    lowered, where the ``StoreRef`` has already become a dict, and refuses the ``StoreRef`` itself."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: x, arrays)
+
+
 def compile_variant(step, variant: dict, state, stats, calls) -> list:
     """The step's executables for ``calls`` [(arrays, layout)], traced with the variant's attributes."""
     import jax
+
+    from jaxmd_dp.train.step import train_compiler_options
 
     saved = []
     try:
@@ -68,7 +79,8 @@ def compile_variant(step, variant: dict, state, stats, calls) -> list:
             return step.__wrapped__(*args)  # the first variant's trace (its patches) for every other
 
         jitted = jax.jit(fresh, static_argnums=3, donate_argnums=0)
-        return [jitted.lower(state, stats, arrays, layout).compile(compiler_options=variant["options"] or None)
+        options = {**(train_compiler_options() or {}), **variant["options"]}  # the training step's, as it runs
+        return [jitted.lower(state, stats, as_read(arrays), layout).compile(compiler_options=options or None)
                 for arrays, layout in calls]
     finally:
         for mod, attr, old in reversed(saved):
@@ -107,7 +119,7 @@ def main(argv=None) -> int:
         arrays = calls[i % len(calls)][0]
         for name, steps in compiled.items():
             t = time.perf_counter()
-            states[name], metrics = steps[i % len(calls)](states[name], trainer.stats, arrays)
+            states[name], metrics = steps[i % len(calls)](states[name], trainer.stats, as_read(arrays))
             jax.block_until_ready(states[name].step)
             times[name].append(time.perf_counter() - t)
             last[name] = metrics
