@@ -8,8 +8,9 @@ the same step's median moved by ~15 % on the 2-core host of session 18; in one p
 A variant replaces a module attribute while its step is traced (``--variant``; EXPR is Python, evaluated
 with that module's globals, e.g. ``einsum:jaxmd_dp.model.se_e2_a.env_product_train=env_product``: the
 exact nets' Rᵀ·G as a plain einsum), or compiles with XLA compiler options (``--options``, e.g.
-``emitters:xla_cpu_use_fusion_emitters=false``; on top of the training step's own, none on the CPU). Several items with one NAME make one variant. A variant
-``base`` (the code as it is) is always included. CONFIG: our YAML or a DeePMD-kit input.json. Prints per
+``emitters:xla_cpu_use_fusion_emitters=false``; added to the training step's own, which the CPU has none
+of). Several items with one NAME make one variant. A variant ``base`` (the code as it is) is always
+included. CONFIG: our YAML or a DeePMD-kit input.json. Prints per
 variant the median, lower quartile and minimum of the step times (ms; the first 8 steps of each left
 out) and the loss metrics of its last step (variants that compute the same numbers show the same ones).
 """
