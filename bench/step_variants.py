@@ -55,15 +55,6 @@ def parse_variants(patches: list[str], options: list[str]) -> dict[str, dict]:
     return variants
 
 
-def as_read(arrays: dict) -> dict:
-    """A batch as the step reads it: a stored batch's ``store`` (a ``StoreRef``, which a jitted step reads
-    as the store's current arrays) as those arrays. A compiled executable takes its arguments' tree as
-    lowered, where the ``StoreRef`` has already become a dict, and refuses the ``StoreRef`` itself."""
-    import jax
-
-    return jax.tree_util.tree_map(lambda x: x, arrays)
-
-
 def compile_variant(step, variant: dict, state, stats, calls) -> list:
     """The step's executables for ``calls`` [(arrays, layout)], traced with the variant's attributes."""
     import jax
@@ -81,7 +72,7 @@ def compile_variant(step, variant: dict, state, stats, calls) -> list:
 
         jitted = jax.jit(fresh, static_argnums=3, donate_argnums=0)
         options = {**(train_compiler_options() or {}), **variant["options"]}  # the training step's, as it runs
-        return [jitted.lower(state, stats, as_read(arrays), layout).compile(compiler_options=options or None)
+        return [jitted.lower(state, stats, arrays, layout).compile(compiler_options=options or None)
                 for arrays, layout in calls]
     finally:
         for mod, attr, old in reversed(saved):
@@ -120,7 +111,7 @@ def main(argv=None) -> int:
         arrays = calls[i % len(calls)][0]
         for name, steps in compiled.items():
             t = time.perf_counter()
-            states[name], metrics = steps[i % len(calls)](states[name], trainer.stats, as_read(arrays))
+            states[name], metrics = steps[i % len(calls)](states[name], trainer.stats, arrays)
             jax.block_until_ready(states[name].step)
             times[name].append(time.perf_counter() - t)
             last[name] = metrics

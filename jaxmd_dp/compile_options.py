@@ -4,7 +4,7 @@ Some programs compile better with options of their own on the CPU: the evaluatio
 (:func:`jaxmd_dp.train.step.eval_compiler_options`) and the programs that reduce neighbour candidates
 (:func:`jaxmd_dp.geometry.neighbor.reduction_jit`). On a GPU the training and evaluation steps are compiled
 without XLA's GEMM autotuning (:data:`GPU_STEP_OPTIONS`). An option that a user sets in ``XLA_FLAGS`` is
-theirs: it is left out of ours. And a jaxlib may drop an option, after which every compile that names it
+theirs: it is left out of ours (:func:`backend_options`, on either backend). And a jaxlib may drop an option, after which every compile that names it
 fails ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
 every GPU run with validation data stopped at its first validation (session 23). So the options are checked
 once per process before any program uses them.
@@ -31,33 +31,23 @@ def set_in_xla_flags(name: str, xla_flags: str) -> bool:
     return any(flag.lstrip("-").split("=", 1)[0] == name for flag in xla_flags.split())
 
 
-@functools.lru_cache(maxsize=16)
-def cpu_options(wanted: tuple[tuple[str, object], ...], backend: str | None = None) -> dict | None:
-    """The options of ``wanted`` ((name, value) pairs) that this jaxlib accepts, where ``backend`` (default:
-    jax's default backend) is the CPU; None elsewhere, or when it accepts none.
+def backend_options(wanted: tuple[tuple[str, object], ...], platform: str, backend: str | None = None) -> dict | None:
+    """The options of ``wanted`` ((name, value) pairs) for programs on ``platform`` ("cpu" or "gpu"): those
+    this jaxlib accepts and ``XLA_FLAGS`` does not set, where ``backend`` (default: jax's default backend)
+    is ``platform``; None elsewhere, or when none is left.
 
     A one-op program is compiled with them all (~20 ms, once per process and set), and only when that
     fails is each tried on its own."""
-    if (backend or jax.default_backend()) != "cpu":
-        return None
-    return _accepted(dict(wanted))
-
-
-def gpu_options(wanted: tuple[tuple[str, object], ...], backend: str | None = None) -> dict | None:
-    """As :func:`cpu_options`, where ``backend`` is a GPU, less the options that ``XLA_FLAGS`` sets."""
-    if (backend or jax.default_backend()) != "gpu":
+    if (backend or jax.default_backend()) != platform:
         return None
     flags = os.environ.get("XLA_FLAGS", "")
-    return _accepted_cached(tuple((k, v) for k, v in wanted if not set_in_xla_flags(k, flags)))
+    return _accepted(tuple((k, v) for k, v in wanted if not set_in_xla_flags(k, flags)))
 
 
 @functools.lru_cache(maxsize=16)
-def _accepted_cached(wanted: tuple[tuple[str, object], ...]) -> dict | None:
-    return _accepted(dict(wanted))
-
-
-def _accepted(options: dict) -> dict | None:
-    """The options this jaxlib accepts on the default backend (None when none)."""
+def _accepted(wanted: tuple[tuple[str, object], ...]) -> dict | None:
+    """The options of ``wanted`` this jaxlib accepts on the default backend (None when none)."""
+    options = dict(wanted)
     if not options:
         return None
 

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.compile_options import cpu_options
+from jaxmd_dp.compile_options import backend_options
 from jaxmd_dp.geometry.running_count import running_count
 from pallas_kernels import dispatch
 
@@ -502,7 +502,7 @@ CPU_REDUCE_OPTIONS = {"xla_backend_optimization_level": 1}
 def reduction_jit(fun=None, *, static_argnums=()):
     """``jax.jit`` for a program built on :func:`reduce_candidates` (the neighbour scan, the statistics'
     sums): compiled with :data:`CPU_REDUCE_OPTIONS` (those this jaxlib accepts,
-    :func:`jaxmd_dp.compile_options.cpu_options`) where the default backend is the CPU, with the backend's
+    :func:`jaxmd_dp.compile_options.backend_options`) where the default backend is the CPU, with the backend's
     defaults elsewhere (chosen at the first call, not at import: that would start jax's backends). Use as
     ``@reduction_jit(static_argnums=...)``; ``options_for(backend)`` tells the options."""
     if fun is None:
@@ -511,7 +511,7 @@ def reduction_jit(fun=None, *, static_argnums=()):
     lock = threading.Lock()  # the neighbour scan calls from two threads: one jit (one cache) per backend
 
     def options_for(backend: str) -> dict | None:
-        return cpu_options(tuple(CPU_REDUCE_OPTIONS.items()), backend)
+        return backend_options(tuple(CPU_REDUCE_OPTIONS.items()), "cpu", backend)
 
     @functools.wraps(fun)
     def call(*args):

@@ -150,19 +150,24 @@ class StoreRef:
     """A :class:`_Group`'s frames and lists as they are when read: a pytree whose leaves are the group's
     current device arrays (a dict: FRAME_KEYS and NL_KEYS). A batch holds this rather than the arrays,
     because the store's lists are updated in place (donated) whenever new frames are drawn: a batch
-    prepared before then still reads its rows' lists, unchanged, from the arrays current at its step."""
+    prepared before then still reads its rows' lists, unchanged, from the arrays current at its step.
+    Rebuilt from its leaves (inside a traced step), it holds those (``arrays``) and is still a StoreRef, so
+    that a compiled executable's signature matches the batches it is called with."""
 
-    def __init__(self, group: _Group):
-        self._group = group
+    def __init__(self, group: _Group | None = None, arrays: dict | None = None):
+        self._group, self._arrays = group, arrays
 
     def arrays(self) -> dict:
+        if self._group is None:
+            return self._arrays
         return {**self._group.data, **dict(zip(NL_KEYS, self._group.lists))}
 
     def items(self):
         return self.arrays().items()
 
 
-jax.tree_util.register_pytree_node(StoreRef, lambda ref: ((ref.arrays(),), None), lambda _, children: children[0])
+jax.tree_util.register_pytree_node(StoreRef, lambda ref: ((ref.arrays(),), None),
+                                   lambda _, children: StoreRef(arrays=children[0]))
 
 
 class NeighborCache:

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, cpu_options, gpu_options
+from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
@@ -255,13 +255,13 @@ MANY_EVALS = 300
 @functools.lru_cache(maxsize=4)
 def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict | None:
     """The options of :data:`EVAL_CPU_OPTIONS` (with ``few``, and :data:`FEW_EVALS_CPU_OPTIONS`) that this
-    jaxlib accepts, on the CPU (:func:`jaxmd_dp.compile_options.cpu_options`); on a GPU the training step's
-    (:func:`train_compiler_options`); None elsewhere."""
+    jaxlib accepts, on the CPU (:func:`jaxmd_dp.compile_options.backend_options`); on a GPU the training
+    step's (:func:`train_compiler_options`); None elsewhere."""
     wanted = {**EVAL_CPU_OPTIONS, **(FEW_EVALS_CPU_OPTIONS if few else {})}
-    return cpu_options(tuple(wanted.items()), backend) or train_compiler_options(backend)
+    return backend_options(tuple(wanted.items()), "cpu", backend) or train_compiler_options(backend)
 
 
 def train_compiler_options(backend: str | None = None) -> dict | None:
     """The training step's options: XLA's defaults on the CPU; on a GPU no GEMM autotuning
     (:data:`jaxmd_dp.compile_options.GPU_STEP_OPTIONS`, unless ``XLA_FLAGS`` sets the option)."""
-    return gpu_options(tuple(GPU_STEP_OPTIONS.items()), backend)
+    return backend_options(tuple(GPU_STEP_OPTIONS.items()), "gpu", backend)

@@ -33,6 +33,12 @@ def test_gpu_options_leave_what_xla_flags_sets(fresh_cache, monkeypatch):
     assert step.train_compiler_options("gpu") == GPU_STEP_OPTIONS
 
 
+def test_cpu_options_leave_what_xla_flags_sets(fresh_cache, monkeypatch):
+    """The same rule on the CPU: a user's XLA_FLAGS option is not overridden by the evaluation step's."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert step.eval_compiler_options("cpu", few=True) == step.FEW_EVALS_CPU_OPTIONS
+
+
 @pytest.mark.parametrize("flags, name, expected", [
     ("--xla_gpu_autotune_level=0", "xla_gpu_autotune_level", True),
     ("  -xla_a=1 --xla_gpu_autotune_level", "xla_gpu_autotune_level", True),
@@ -64,7 +70,7 @@ def test_training_step_jitted_with_the_gpu_options_on_a_gpu(fresh_cache, monkeyp
     from jaxmd_dp import compile_options
 
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    compile_options.gpu_options((("xla_gpu_autotune_level", 0),), "gpu")  # the option's probe jit first
+    compile_options.backend_options(tuple(GPU_STEP_OPTIONS.items()), "gpu", "gpu")  # its probe jit first
     jit_options.clear()
     step.make_train_step.__wrapped__(None, None, None, None)  # jitted, not traced: the arguments go unused
     monkeypatch.setattr(compile_options.jax, "default_backend", lambda: "gpu")
