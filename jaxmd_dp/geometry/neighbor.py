@@ -140,6 +140,14 @@ def _min_image_ok(widths: np.ndarray, rcut: float) -> bool:
     return bool(np.all(np.asarray(widths) > 2 * rcut * (1 + 1e-9)))
 
 
+def holds_atoms_once(spec: NeighborSpec) -> bool:
+    """Whether no list built with ``spec`` can hold one atom twice (two images of a neighbour within rcut):
+    without periodic boundaries, or with the minimum image in single boxes (``ncell`` (1, 1, 1): every cell
+    the spec serves is wider than 2·rcut, :func:`fits`, so two images of an atom lie over 2·rcut apart).
+    Other specs may still build such lists (a cell list over wide boxes): False says only "not known"."""
+    return not spec.pbc or (spec.method == "minimage" and tuple(spec.ncell) == (1, 1, 1))
+
+
 def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
     """Does ``spec`` search far enough (images/cells) for these boxes? (nframes, 3, 3) Å or None.
 

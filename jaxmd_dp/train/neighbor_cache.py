@@ -52,7 +52,7 @@ def _build(spec: neighbor.NeighborSpec, kernels: str | None, share: bool, coord,
     nl = neighbor.build(spec, coord, box if spec.pbc else None, atype, kernels, order="any")
     shift = nl.shift.astype(jnp.int16)
     lists = nl.idx, shift, jnp.max(nl.nneigh, axis=1)
-    return lists + (pair_partners(nl.idx, shift, atype, spec.sel),) if share else lists
+    return lists + (pair_partners(nl.idx, shift, atype, spec.sel, neighbor.holds_atoms_once(spec)),) if share else lists
 
 
 @functools.lru_cache(maxsize=64)

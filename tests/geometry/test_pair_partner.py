@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fixture_models import load_fixture
-from jaxmd_dp.geometry.neighbor import allocate, build
+from jaxmd_dp.geometry.neighbor import allocate, build, holds_atoms_once
 from jaxmd_dp.geometry.pair_partner import pair_partners, section_partners
 
 
@@ -90,3 +90,25 @@ def test_table_path_is_the_search(name, cut):
     if bool(unique):
         np.testing.assert_array_equal(np.asarray(table), np.asarray(search))
         assert (np.asarray(search) >= 0).any()
+
+
+def test_lists_known_to_hold_atoms_once_skip_the_search():
+    """Water's minimum-image spec (a box wider than 2 rcut) and a spec without periodic boundaries hold
+    each atom once; small Cu cells (several images of a neighbour) and cell lists are not known to. Where
+    they are, ``once=True`` gives the same partners from the table alone, with no search or run-time choice
+    in the program."""
+    hyper, _, _, p = load_fixture("water_se_e2_a")
+    sel = tuple(hyper.sel)
+    spec = allocate(p["coord"], p["box"], hyper.rcut, sel)
+    assert spec.method == "minimage" and holds_atoms_once(spec)
+    assert holds_atoms_once(allocate(p["coord"], None, hyper.rcut, sel))
+    assert not holds_atoms_once(allocate(p["coord"], p["box"], hyper.rcut, sel, method="cell"))
+    cu, _, _, pc = load_fixture("cu_virial")
+    assert not holds_atoms_once(allocate(pc["coord"], pc["box"], cu.rcut, tuple(cu.sel)))
+    nl = jax.jit(lambda c, b, t: build(spec, c, b, t, order="any"))(p["coord"], p["box"], p["atype"])
+    fn = jax.jit(pair_partners, static_argnums=(3, 4))
+    once = np.asarray(fn(nl.idx, nl.shift, p["atype"], sel, True))
+    np.testing.assert_array_equal(once, np.asarray(fn(nl.idx, nl.shift, p["atype"], sel, False)))
+    assert (once >= 0).any()
+    text = {o: fn.lower(nl.idx, nl.shift, p["atype"], sel, o).as_text() for o in (False, True)}
+    assert "stablehlo.case" in text[False] and "stablehlo.case" not in text[True]
