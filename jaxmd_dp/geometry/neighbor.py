@@ -145,7 +145,7 @@ def holds_atoms_once(spec: NeighborSpec) -> bool:
     without periodic boundaries, or with the minimum image in single boxes (``ncell`` (1, 1, 1): every cell
     the spec serves is wider than 2·rcut, :func:`fits`, so two images of an atom lie over 2·rcut apart).
     Other specs may still build such lists (a cell list over wide boxes): False says only "not known"."""
-    return not spec.pbc or (spec.method == "minimage" and tuple(spec.ncell) == (1, 1, 1))
+    return not spec.pbc or (spec.method == "minimage" and spec.ncell == (1, 1, 1))
 
 
 def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:

@@ -172,8 +172,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
         nmax = jnp.max(nl.nneigh, axis=(0, 1))
     partner = None
     if layout.share:
-        partner = batch["nl_pair"] if "nl_pair" in batch else pair_partners(nl.idx, nl.shift, batch["atype"], spec.sel,
-                                                                            neighbor.holds_atoms_once(spec))
+        partner = batch.get("nl_pair")
+        if partner is None:
+            partner = pair_partners(nl.idx, nl.shift, batch["atype"], spec.sel, neighbor.holds_atoms_once(spec))
     # spec.sel: the slots the list holds (keep)
     if layout.merged:
         pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
