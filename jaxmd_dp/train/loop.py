@@ -41,6 +41,7 @@ from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers, worker_seed
 from jaxmd_dp.train.prefetch import BatchesAhead
 from jaxmd_dp.train.schedule import exp_decay, worker_scale
+from jaxmd_dp.train.small_leaves import pack_state, unpack_state
 from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, host_state, init_state, make_eval_step,
                                  make_optimizer)
 from jaxmd_dp.train.summary import format_cost, format_summary, param_counts, step_cost
@@ -446,7 +447,10 @@ class Trainer:
         return stats
 
     def _state_tree(self) -> dict:
-        return {**self.state._asdict(), "stats": self.stats._asdict()}
+        """What a checkpoint holds: the state, the optimizer's small weights unpacked (the layout of every
+        jaxmd_dp version's checkpoints), and the statistics."""
+        opt_state = unpack_state(jax.tree_util.tree_map(np.asarray, self.state.opt_state), self.state.params)
+        return {**self.state._replace(opt_state=opt_state)._asdict(), "stats": self.stats._asdict()}
 
     def _meta(self) -> dict:
         return {"step": int(self.state.step), "config": self.config.to_dict(), "hyper": self.hyper.to_dict(),
@@ -460,9 +464,12 @@ class Trainer:
 
     def _restore(self, ckpt: Checkpointer, meta: dict) -> None:
         # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
-        target = {**host_state(param_shapes(self.hyper), self.optimizer)._asdict(),
+        shapes = param_shapes(self.hyper)
+        start = host_state(shapes, self.optimizer)
+        target = {**start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
                   "stats": default_stats(self.hyper)._asdict()}
         tree, _ = ckpt.restore(meta["step"], target=target)
+        tree["opt_state"] = pack_state(tree["opt_state"], start.opt_state)
         tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
         self.stats = Stats(**tree.pop("stats"))
         self.state = TrainState(**tree)

@@ -21,6 +21,7 @@ from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
+from jaxmd_dp.train.small_leaves import pack, pack_small_leaves
 
 FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")  # a batch's frames and their labels
 FIND_KEYS = ("find_energy", "find_force", "find_virial")  # which labels the batch's system has (Python floats)
@@ -115,12 +116,15 @@ def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weigh
                    form: str = "pytorch"):
     """Adam (ε = 1e-8) with the learning-rate schedule. ``form``: "pytorch" (``optax.scale_by_adam``, as
     DeePMD-kit's PyTorch and JAX backends) or "tensorflow" (:func:`scale_by_adam_tf`, as its TensorFlow
-    backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does."""
+    backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does.
+    The small weights are packed into one array per dtype (:func:`jaxmd_dp.train.small_leaves.pack_small_leaves`:
+    ~80 fewer kernels to compile in the water step); checkpoints keep the per-weight layout
+    (:func:`~jaxmd_dp.train.small_leaves.unpack_state`)."""
     if form not in ADAM_FORMS:
         raise ValueError(f"Adam form {form!r}: expected one of {ADAM_FORMS}")
     adam = optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8) if form == "pytorch" else scale_by_adam_tf(b1, b2, 1e-8)
     parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
-    return optax.chain(*parts, adam, optax.scale_by_learning_rate(schedule))
+    return pack_small_leaves(optax.chain(*parts, adam, optax.scale_by_learning_rate(schedule)))
 
 
 def device_batch(batch: dict) -> dict:
@@ -191,8 +195,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
 def all_finite(tree) -> jax.Array:
     """() bool: every entry of ``tree`` is finite, from one scalar: Σ x · 0 is 0 when every x is finite and
     NaN when one is ±inf or NaN (XLA keeps x · 0 for floats). Cheaper to compile than an ``isfinite``
-    and ``all`` per leaf."""
-    return jnp.isfinite(sum(jnp.sum(x * 0) for x in jax.tree_util.tree_leaves(tree)))
+    and ``all`` per leaf; the small leaves summed as one (:func:`jaxmd_dp.train.small_leaves.pack`), one
+    kernel for them all."""
+    return jnp.isfinite(sum(jnp.sum(x * 0) for x in jax.tree_util.tree_leaves(pack(tree))))
 
 
 @functools.lru_cache(maxsize=16)

@@ -127,15 +127,17 @@ def test_all_finite_sees_every_inf_and_nan_under_jit(dtype):
     from jaxmd_dp.train.step import all_finite
 
     f = jax.jit(all_finite)
-    tree = {"a": jnp.ones((3, 4), dtype), "b": [jnp.full((5,), 1e30, dtype), jnp.zeros((2, 2), dtype)]}
+    # small leaves (summed packed) and one above SMALL_LEAF entries ("c")
+    tree = {"a": jnp.ones((3, 4), dtype), "b": [jnp.full((5,), 1e30, dtype), jnp.zeros((2, 2), dtype)],
+            "c": jnp.ones((40, 30), dtype)}
     assert bool(f(tree))
     for bad in (np.inf, -np.inf, np.nan):
-        for path in (("a",), ("b", 0), ("b", 1)):
+        for path in (("a",), ("b", 0), ("b", 1), ("c",)):
             leaf = tree[path[0]] if len(path) == 1 else tree[path[0]][path[1]]
             poisoned = leaf.reshape(-1).at[-1].set(bad).reshape(leaf.shape)
-            t = {"a": tree["a"], "b": list(tree["b"])}
+            t = {"a": tree["a"], "b": list(tree["b"]), "c": tree["c"]}
             if len(path) == 1:
-                t["a"] = poisoned
+                t[path[0]] = poisoned
             else:
                 t["b"][path[1]] = poisoned
             assert not bool(f(t)), (bad, path)

@@ -97,6 +97,25 @@ def test_restart_is_exact(full_run, tmp_path):
     assert lcurve_rows(out / "lcurve.out") == lcurve_rows(full_out / "lcurve.out")
 
 
+def test_checkpoint_keeps_the_per_weight_optimizer_state(full_run):
+    """The optimizer packs the small weights (train.small_leaves), the checkpoint does not: its Adam moments
+    are shaped as the weights, as in every earlier checkpoint, and equal the trainer's unpacked."""
+    from jaxmd_dp.train.checkpoint import Checkpointer
+    from jaxmd_dp.train.small_leaves import unpack_state
+
+    trainer, out, _ = full_run
+    saved, meta = Checkpointer(out / "model.ckpt", read_only=True).restore()
+    assert meta["step"] == 100
+    adam = saved["opt_state"][0]
+    params = jax.tree_util.tree_structure(trainer.state.params)
+    assert jax.tree_util.tree_structure(adam["mu"]) == params == jax.tree_util.tree_structure(adam["nu"])
+    mine = unpack_state(jax.tree_util.tree_map(np.asarray, trainer.state.opt_state), trainer.state.params)[0]
+    for name in ("mu", "nu"):
+        for a, b in zip(jax.tree_util.tree_leaves(adam[name]), jax.tree_util.tree_leaves(getattr(mine, name))):
+            assert np.array_equal(a, b)
+    assert int(adam["count"]) == 100
+
+
 def test_first_validation_compiled_beside_the_first_step(full_run, compiles, tmp_path, monkeypatch):
     """The first validation batch is drawn, and the evaluation step compiled for it, on a thread while the
     first training step compiles: the evaluation step compiles once, on that thread, and the learning
