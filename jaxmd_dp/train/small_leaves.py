@@ -1,8 +1,8 @@
 """The model's many small weights as one array per dtype: an optax wrapper whose inner optimizer sees them
 packed, and the conversions that keep checkpoints in the per-weight layout.
 
-An se_e2_a model has ~30-90 weight arrays of at most a few hundred entries (biases, ``idt``, one-row and
-one-column matrices; water: 22 of 32). Compiled for the CPU, every array an optimizer writes is a kernel of
+An se_e2_a model has 16-48 weight arrays on the ASC22 inputs (Cu to Al-Cu-Mg), two thirds of them of at most a
+few hundred entries (biases, ``idt``, one-row and one-column matrices; water: 22 of 32). Compiled for the CPU, every array an optimizer writes is a kernel of
 its own (XLA CPU has no multi-output fusion) and every kernel costs ~20 ms of compile, whatever its size.
 Adam over the packed small weights writes two moment arrays instead of two per weight: the water float32
 training step compiles 505 instead of 587 kernels (with :func:`jaxmd_dp.train.step.all_finite` on the packed
@@ -86,15 +86,11 @@ def pack_small_leaves(inner: optax.GradientTransformation) -> optax.GradientTran
     return optax.GradientTransformation(init, update)
 
 
-def _map_packed(fn, state):
-    return jax.tree_util.tree_map(lambda x: fn(x) if isinstance(x, Packed) else x, state,
-                                  is_leaf=lambda x: isinstance(x, Packed))
-
-
 def unpack_state(state, params):
     """A :func:`pack_small_leaves` state in its inner optimizer's layout: each :class:`Packed` tree shaped as
     ``params`` (arrays or shapes). Host arrays (numpy) are sliced on the host, compiling nothing."""
-    return _map_packed(lambda p: unpack(p, params), state)
+    return jax.tree_util.tree_map(lambda x: unpack(x, params) if isinstance(x, Packed) else x, state,
+                                  is_leaf=lambda x: isinstance(x, Packed))
 
 
 def pack_state(state, like, xp=np):
