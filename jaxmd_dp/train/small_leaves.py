@@ -93,10 +93,10 @@ def unpack_state(state, params):
                                   is_leaf=lambda x: isinstance(x, Packed))
 
 
-def pack_state(state, like, xp=np):
-    """The inverse of :func:`unpack_state`: ``state`` in the inner optimizer's layout, packed where ``like``
-    (a packed state or its shapes, e.g. from ``jax.eval_shape`` of the wrapper's ``init``) has a
-    :class:`Packed` tree."""
+def pack_state(state, like):
+    """The inverse of :func:`unpack_state` on the host (numpy): ``state`` in the inner optimizer's layout,
+    packed where ``like`` (a packed state or its shapes, e.g. from ``jax.eval_shape`` of the wrapper's
+    ``init``) has a :class:`Packed` tree."""
     nodes, treedef = jax.tree_util.tree_flatten(like, is_leaf=lambda x: isinstance(x, Packed))
     parts = treedef.flatten_up_to(state)
-    return treedef.unflatten([pack(s, xp) if isinstance(n, Packed) else s for n, s in zip(nodes, parts)])
+    return treedef.unflatten([pack(s, np) if isinstance(n, Packed) else s for n, s in zip(nodes, parts)])
