@@ -204,12 +204,23 @@ def _map_types(
     return raw.astype(np.int32)
 
 
+def _npy_magic(file: Path) -> bool | None:
+    """Whether ``file`` starts with numpy's .npy magic string (None: it cannot be read)."""
+    try:
+        with open(file, "rb") as f:
+            return f.read(6) == b"\x93NUMPY"
+    except OSError:
+        return None
+
+
 def _load_npy(file: Path) -> np.ndarray:
     """Load a numeric .npy as float64; InputError if unreadable or not a numeric array."""
     try:
         arr = np.load(file, allow_pickle=False)
     except Exception as exc:  # bad magic, truncated, pickled objects, permission ...
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if _npy_magic(file) is False:  # numpy's own message then speaks of pickled data
+            msg = "not a .npy file: it does not start with numpy's header, e.g. a text file under a .npy name"
         raise InputError(f"{file}: cannot be loaded as a .npy array ({msg})") from None
     if not isinstance(arr, np.ndarray):
         if hasattr(arr, "close"):

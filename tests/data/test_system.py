@@ -124,7 +124,7 @@ BAD_CASES = {
     "empty type_map.raw": (lambda r: _write(r / "type_map.raw", ""), "type_map.raw", "empty"),
     "no sets": (lambda r: __import__("shutil").rmtree(r / S0), "s", "no set.* directories"),
     "missing coord": (lambda r: (r / S0 / "coord.npy").unlink(), "coord.npy", "missing"),
-    "text as npy": (lambda r: _write(r / S0 / "coord.npy", "1 2 3\n"), "coord.npy", "cannot be loaded"),
+    "text as npy": (lambda r: _write(r / S0 / "coord.npy", "1 2 3\n"), "coord.npy", "not a .npy file"),
     "object array": (lambda r: _np(r / S0 / "energy.npy", np.array([{}, 1, "x"], dtype=object)), "energy.npy", "cannot be loaded"),
     "string array": (lambda r: _np(r / S0 / "force.npy", np.array(["a", "b"])), "force.npy", "dtype"),
     "npz archive": (lambda r: _npz(r / S0 / "box.npy"), "box.npy", "npz"),
