@@ -37,6 +37,7 @@ from flax.traverse_util import flatten_dict, unflatten_dict
 from jaxmd_dp import __version__
 from jaxmd_dp.cli_util import run_cli
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.file_modes import give_usual_mode
 from jaxmd_dp.model.energy import ModelHyper, Stats
 
 FORMAT = "jaxmd_dp.frozen"
@@ -78,6 +79,7 @@ def save_frozen(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats
             z.writestr(WEIGHTS_NAME, buf.getvalue())
             if exported is not None:
                 z.writestr(EXPORT_NAME, bytes(exported[0]))
+        give_usual_mode(tmp)  # mkstemp's file is private (0600)
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)

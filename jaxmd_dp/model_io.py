@@ -15,6 +15,7 @@ from flax.traverse_util import flatten_dict, unflatten_dict
 
 from jaxmd_dp import __version__
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.file_modes import give_usual_mode
 from jaxmd_dp.model.energy import ModelHyper, Stats
 
 FORMAT = "jaxmd_dp.model"
@@ -32,6 +33,7 @@ def save_model(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats,
     meta = {"format": FORMAT, "version": FORMAT_VERSION, "jaxmd_dp": __version__, "hyper": hyper.to_dict()}
     meta["info"] = info or {}
     (tmp / "model.json").write_text(json.dumps(meta, indent=2))
+    give_usual_mode(tmp)  # mkdtemp's directory is private (0700)
     if path.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
         os.replace(path, old / "x")

@@ -5,6 +5,8 @@ import dataclasses
 import io
 import json
 import math
+import os
+import stat
 import zipfile
 
 import jax
@@ -175,6 +177,23 @@ def test_model_io_reads_frozen(tmp_path, tiny_model):
     assert h == hyper
     _assert_trees_identical(p, params)
     _assert_trees_identical(s, stats)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_models_have_the_umask_modes(tmp_path, tiny_model, umask):
+    """A frozen file and a model directory are written to temporaries (private, 0600 / 0700) and renamed:
+    they end up as open / mkdir would make them under the umask, so a group can read a shared model."""
+    from jaxmd_dp.model_io import save_model
+
+    hyper, params, stats, _ = tiny_model
+    old = os.umask(umask)
+    try:
+        d = save_model(tmp_path / "m", hyper, params, stats)
+        f = freeze.save_frozen(tmp_path / "m.jaxdp", hyper, params, stats)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o666 & ~umask
 
 
 def test_frozen_bad_files(tmp_path, tiny_model, capsys):
