@@ -208,7 +208,7 @@ def _npy_magic(file: Path) -> bool | None:
     """Whether ``file`` starts with numpy's .npy magic string (None: it cannot be read)."""
     try:
         with open(file, "rb") as f:
-            return f.read(6) == b"\x93NUMPY"
+            return f.read(len(np.lib.format.MAGIC_PREFIX)) == np.lib.format.MAGIC_PREFIX
     except OSError:
         return None
 
