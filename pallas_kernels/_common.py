@@ -1,4 +1,4 @@
-"""Small helpers shared by the Pallas kernels (padding, Triton compiler parameters).
+"""Small helpers shared by the Pallas kernels (padding, Triton compiler parameters, tracing with jit).
 
 Pallas' Triton backend needs every array a kernel loads, computes or stores to have a power-of-two
 number of elements, so the wrappers pad the atom and slot axes up to multiples of power-of-two
@@ -6,6 +6,8 @@ blocks and slice the outputs back.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +43,19 @@ def triton_params(num_warps: int = 4, num_stages: int = 1) -> plt.CompilerParams
     ``jax_pallas_use_mosaic_gpu`` is set); passing Triton's ``CompilerParams`` pins the Triton lowering.
     """
     return plt.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+
+
+def jit_enabled(fn):
+    """``fn`` run with jax's jit enabled, also where its caller traces with ``jax.disable_jit()`` (as
+    ``jaxmd_dp.inline_trace`` does on the CPU): there a kernel's ``lax.fori_loop`` would run as a Python
+    loop, unrolled into the kernel. For the functions that call ``pallas_call``."""
+
+    @functools.wraps(fn)
+    def with_jit(*args, **kwargs):
+        with jax.disable_jit(False):
+            return fn(*args, **kwargs)
+
+    return with_jit
 
 
 def box16(box: jax.Array | None, nf: int, dtype) -> jax.Array:

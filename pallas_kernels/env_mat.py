@@ -45,7 +45,7 @@ from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
 
 from ._common import box16 as _box16
-from ._common import next_pow2, pad_axis, round_up, triton_params
+from ._common import jit_enabled, next_pow2, pad_axis, round_up, triton_params
 
 BLOCK_ATOMS = 16  # BA: centre atoms per program (power of two)
 BLOCK_NEI = 32  # BN: slots per program (power of two)
@@ -210,6 +210,7 @@ def _grid(cfg, nf, na, nn):
     return (nf, na // cfg.ba, nn // cfg.bn)
 
 
+@jit_enabled
 def _fwd_call(cfg, coord4, box16, atype, idx, shift, davg, dstd):
     nf, na, _ = coord4.shape
     nn = idx.shape[-1]
@@ -226,6 +227,7 @@ def _fwd_call(cfg, coord4, box16, atype, idx, shift, davg, dstd):
     )(coord4, box16, atype, idx, shift, davg, dstd)
 
 
+@jit_enabled
 def _vjp_call(cfg, coord4, box16, atype, idx, shift, dstd, g):
     nf, na, _ = coord4.shape
     nn = idx.shape[-1]
@@ -251,6 +253,7 @@ def _vjp_call(cfg, coord4, box16, atype, idx, shift, dstd, g):
     return gc, jnp.sum(gb, axis=(1, 2))
 
 
+@jit_enabled
 def _jvp_call(cfg, coord4, box16, atype, idx, shift, dstd, tc4, tb16):
     nf, na, _ = coord4.shape
     nn = idx.shape[-1]

@@ -35,7 +35,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from ._common import box16 as _box16
-from ._common import next_pow2, pad_axis, round_up, triton_params
+from ._common import jit_enabled, next_pow2, pad_axis, round_up, triton_params
 
 MAX_CHUNK = 1024  # candidates per centre held in registers at once (power of two)
 MAX_TILE = 1024  # BA × chunk elements per program (register budget)
@@ -252,6 +252,7 @@ def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref,
         base += nsel
 
 
+@jit_enabled
 def _nl_call(cfg: _Cfg, cw4, wrap4, c3_4, atype, table, box16, interpret: bool):
     nf, na, _ = cw4.shape
     nc, cap = table.shape[1:]

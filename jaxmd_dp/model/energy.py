@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.env_mat import env_mat, times_cell
+from jaxmd_dp.inline_trace import inline_trace
 from jaxmd_dp.model.fitting import EnergyFitting
 from jaxmd_dp.model.nets import init_moments
 from jaxmd_dp.model.pair_pack import Packing, empty_rows, kept_slots
@@ -147,7 +148,7 @@ def init_params(hyper: ModelHyper, seed: int = 0):
 @functools.lru_cache(maxsize=32)
 def param_shapes(hyper: ModelHyper):
     """The weight tree's shapes and dtypes (``jax.ShapeDtypeStruct``), without computing anything."""
-    return jax.eval_shape(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"],
+    return jax.eval_shape(inline_trace(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"]),
                           jax.ShapeDtypeStruct((2,), jnp.uint32),
                           jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
                           jax.ShapeDtypeStruct((1, 1), jnp.int32))

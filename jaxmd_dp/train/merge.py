@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmd_dp.inline_trace import inline_trace
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 
@@ -123,4 +124,4 @@ def merge_arrays(b: dict, shape: MergedShape) -> dict:
 @functools.lru_cache(maxsize=16)
 def _merger(shape: MergedShape):
     """Jitted merge into ``shape`` (compiled once per input batch shape: a few gathers and pads)."""
-    return jax.jit(functools.partial(merge_arrays, shape=shape))
+    return jax.jit(functools.partial(inline_trace(merge_arrays), shape=shape))

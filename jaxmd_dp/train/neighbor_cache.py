@@ -40,6 +40,7 @@ import numpy as np
 from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
+from jaxmd_dp.inline_trace import inline_trace
 from jaxmd_dp.train.merge import merge_arrays, merge_batch
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
@@ -58,7 +59,7 @@ def _build(spec: neighbor.NeighborSpec, kernels: str | None, share: bool, coord,
 @functools.lru_cache(maxsize=64)
 def _builder(spec: neighbor.NeighborSpec, kernels: str | None, share: bool = False):
     """:func:`_build`, jitted (the lists of a batch whose frames are not on the device)."""
-    return jax.jit(functools.partial(_build, spec, kernels, share))
+    return jax.jit(functools.partial(inline_trace(_build), spec, kernels, share))
 
 
 def _build_into(spec: neighbor.NeighborSpec, kernels: str | None, share: bool, lists, slots, coord, box, atype):
@@ -77,7 +78,7 @@ def _storer(spec: neighbor.NeighborSpec, kernels: str | None, share: bool = Fals
         coord, box, atype = data["coord"][rows], data["box"][rows], data["atype"][rows[0]]
         return _build_into(spec, kernels, share, lists, slots, coord, box, atype)[0]
 
-    return jax.jit(store, donate_argnums=1)
+    return jax.jit(inline_trace(store), donate_argnums=1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -97,7 +98,7 @@ def _merged_gatherer(spec: neighbor.NeighborSpec, kernels: str | None, shape, bu
         out = merge_arrays({**b, **dict(zip(NL_KEYS, new))}, shape)
         return (lists, out) if build else out
 
-    return jax.jit(gather, donate_argnums=1 if build else ())
+    return jax.jit(inline_trace(gather), donate_argnums=1 if build else ())
 
 
 class _Group:

@@ -18,6 +18,7 @@ import optax
 from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
+from jaxmd_dp.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
@@ -229,7 +230,8 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
         metrics["lr"] = lr
         return TrainState(state.step + 1, params, opt_state, first_bad), metrics
 
-    return jax.jit(train_step, static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options())
+    return jax.jit(inline_trace(train_step), static_argnums=3, donate_argnums=0,
+                   compiler_options=train_compiler_options())
 
 
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0):
@@ -250,7 +252,7 @@ def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool):
     def eval_step(params, stats, batch, layout, lr):
         return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
 
-    return jax.jit(eval_step, static_argnums=3, compiler_options=eval_compiler_options(few=few))
+    return jax.jit(inline_trace(eval_step), static_argnums=3, compiler_options=eval_compiler_options(few=few))
 
 
 EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1}  # every evaluation step on the CPU
