@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
 
 
@@ -26,7 +27,7 @@ def _compiled_run(hyper: ModelHyper):
         pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
         return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
 
-    return jax.jit(run, static_argnums=(0, 1))
+    return jax.jit(inline_trace(run), static_argnums=(0, 1))
 
 
 class Evaluator:
