@@ -1,9 +1,10 @@
 """Two checkouts' training steps timed in one process, in alternating blocks (A/B without the host's drift).
 
-    # in checkout A (e.g. a git worktree of the old commit): compile its step and save the executable
-    PYTHONPATH=/tmp/old .venv/bin/python /tmp/old/bench/step_ab.py save CONFIG /tmp/old_step.pkl
+    # in checkout A (e.g. a git worktree of the old commit; copy this script there if it predates it):
+    .venv/bin/python /tmp/old/bench/step_ab.py save CONFIG /tmp/old_step.pkl
     # in checkout B: compile this step, load A's, time blocks of 10 steps of each in turn
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 .venv/bin/python bench/step_ab.py compare CONFIG /tmp/old_step.pkl [--blocks 40]
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 .venv/bin/python bench/step_ab.py compare CONFIG /tmp/old_step.pkl \
+        [--blocks 40]
 
 CONFIG: our YAML or a DeePMD-kit input.json (e.g. runs/*/water_float32.json from bench/train_speed.py); both
 checkouts build the same first batch from it. The executable travels with ``jax.experimental.

@@ -11,10 +11,11 @@ same metrics). That trace took 0.48 against 0.75 s (``bench/RESULTS.md``, sessio
 
 Where jit is disabled, ``lax.scan``, ``lax.map`` and ``lax.fori_loop`` with a known trip count run as Python
 loops, unrolled into the program, and ``lax.cond`` on a known predicate takes its branch in Python: use
-:func:`inline_trace` only on bodies without such loops (the neighbour scan's ``lax.map`` is outside every
-program it wraps; while loops whose trip count is traced, as :mod:`jaxmd_dp.geometry.computed_once`'s,
-stay loops). Pallas kernels enable jit again while they are traced (``pallas_kernels._common.jit_enabled``).
-Only on the CPU, where the trace is on the start-up's critical path; elsewhere the body is traced as written.
+:func:`inline_trace` only on bodies without such loops (the neighbour scan's programs, which map over frames
+with ``lax.map``, are not wrapped; while loops whose trip count is traced, as
+:mod:`jaxmd_dp.geometry.computed_once`'s, stay loops). Pallas kernels enable jit again while they are
+traced (``pallas_kernels._common.jit_enabled``). Only on the CPU, where the trace is on the start-up's
+critical path; elsewhere the body is traced as written.
 """
 
 from __future__ import annotations

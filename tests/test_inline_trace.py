@@ -52,7 +52,8 @@ def test_training_step_traced_inline_is_the_same_step():
     out = {}
     for name, f in (("inline", step), ("plain", plain)):
         state = init_state(jax.tree_util.tree_map(jnp.array, params), opt)  # the step donates its state
-        out[name] = _count(f.trace(state, stats, batch, layout).jaxpr.jaxpr, {"pjit", "jit"}), f(state, stats, batch, layout)
+        calls = _count(f.trace(state, stats, batch, layout).jaxpr.jaxpr, {"pjit", "jit"})
+        out[name] = calls, f(state, stats, batch, layout)
     assert out["inline"][0] == 0 < out["plain"][0]
     a, b = (jax.tree_util.tree_leaves((s.params, m)) for _, (s, m) in (out["inline"], out["plain"]))
     assert len(a) == len(b)
