@@ -5,6 +5,13 @@ the same step's median moved by ~15 % on the 2-core host of session 18; in one p
     .venv/bin/python bench/step_variants.py CONFIG [--precision float64] [--table 64] [--steps 300]
         [--variant NAME:MODULE.ATTR=EXPR ...] [--options NAME:KEY=VALUE ...]
 
+Between two checkouts (each loads its own ``jaxmd_dp``): ``--save PKL`` in one writes its step's
+executables (``jax.experimental.serialize_executable``; same jax, same machine) and exits, ``--saved NAME:PKL``
+in the other adds them as variant NAME. Both need the same CONFIG and options, which give the same batches:
+
+    .venv/bin/python /tmp/old/bench/step_variants.py CONFIG --save /tmp/old.pkl   # e.g. a worktree of the old commit
+    .venv/bin/python bench/step_variants.py CONFIG --saved old:/tmp/old.pkl
+
 A variant replaces a module attribute while its step is traced (``--variant``; EXPR is Python, evaluated
 with that module's globals, e.g. ``einsum:jaxmd_dp.model.se_e2_a.env_product_train=env_product``: the
 exact nets' Rᵀ·G as a plain einsum), or compiles with XLA compiler options (``--options``, e.g.
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import pickle
 import tempfile
 import time
 
@@ -88,8 +96,13 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--variant", action="append", default=[], metavar="NAME:MODULE.ATTR=EXPR")
     p.add_argument("--options", action="append", default=[], metavar="NAME:KEY=VALUE")
+    p.add_argument("--save", metavar="PKL", help="write this checkout's step (variant base) to PKL and exit")
+    p.add_argument("--saved", action="append", default=[], metavar="NAME:PKL",
+                   help="another checkout's step, written by its --save, as variant NAME")
     args = p.parse_args(argv)
     variants = parse_variants(args.variant, args.options)
+    if args.save:
+        variants = {"base": variants["base"]}
 
     import jax
     import numpy as np
@@ -104,6 +117,20 @@ def main(argv=None) -> int:
     calls = [trainer.prepare(trainer.batches.next()) for _ in range(args.batches)]
     compiled = {name: compile_variant(trainer.train_step, v, trainer.state, trainer.stats, calls)
                 for name, v in variants.items()}
+    if args.save:
+        from jax.experimental.serialize_executable import serialize
+
+        with open(args.save, "wb") as f:
+            pickle.dump([serialize(c) for c in compiled["base"]], f)
+        return 0
+    for item in args.saved:
+        from jax.experimental.serialize_executable import deserialize_and_load
+
+        name, _, path = item.partition(":")
+        with open(path, "rb") as f:
+            compiled[name] = [deserialize_and_load(*c) for c in pickle.load(f)]
+        if len(compiled[name]) != len(calls):
+            raise SystemExit(f"error: --saved {item!r}: {len(compiled[name])} batches, here {len(calls)} (--batches)")
     states = {name: jax.tree_util.tree_map(lambda x: x.copy(), trainer.state) for name in compiled}
     times: dict[str, list[float]] = {name: [] for name in compiled}
     last = {}
