@@ -97,8 +97,8 @@ def main() -> None:
     from flax.traverse_util import flatten_dict
 
     from jaxmd_dp.model.energy import ModelHyper
-    from jaxmd_dp.model_io import load_model, save_model
-    from jaxmd_dp.plot import read_lcurve
+    from jaxmd_dp.model.io import load_model, save_model
+    from jaxmd_dp.cli.plot import read_lcurve
 
     src = json.loads(a.input.read_text())
     out = (a.out or Path("runs/trajectory") / a.input.stem).resolve()

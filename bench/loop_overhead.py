@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from jaxmd_dp.config import load_config
-    from jaxmd_dp.hugepages import buffers_status, keep_freed_blocks, status
+    from jaxmd_dp.runtime.hugepages import buffers_status, keep_freed_blocks, status
     from jaxmd_dp.train.loop import Trainer
     from jaxmd_dp.train.neighbor_cache import NeighborCache
     from jaxmd_dp.train.step import TrainState

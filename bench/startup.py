@@ -34,10 +34,10 @@ def main(argv=None) -> int:
     import jax  # noqa: F401
 
     stamp("import jax")
-    from jaxmd_dp.cli_util import compile_cache_dir, use_compile_cache
+    from jaxmd_dp.runtime.compile_cache import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
     from jaxmd_dp.geometry.stats import env_mat_stats, sample_stat_frames
-    from jaxmd_dp.neighbor_stat import neighbor_stat
+    from jaxmd_dp.geometry.neighbor_stat import neighbor_stat
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))

@@ -41,9 +41,9 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from jaxmd_dp.cli_util import compile_cache_dir, use_compile_cache
+    from jaxmd_dp.runtime.compile_cache import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
-    from jaxmd_dp.hugepages import buffers_status, keep_freed_blocks, status
+    from jaxmd_dp.runtime.hugepages import buffers_status, keep_freed_blocks, status
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))

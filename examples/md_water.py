@@ -2,7 +2,7 @@
 
     python examples/md_water.py [MODEL] [--steps 1000] [--dt 0.5] [--temperature 300] [--frame 0]
 
-MODEL: a model directory, training output directory or checkpoint (``jaxmd_dp.model_io.load_model``).
+MODEL: a model directory, training output directory or checkpoint (``jaxmd_dp.model.io.load_model``).
 Default: DeePMD-kit's reference water model (../shared/fixtures/water_se_e2_a), converted on the fly.
 The starting frame comes from water ``data_3`` (``--data`` or, in order: the repo's data/water/data_3,
 ../shared/data/water/data_3, $JAXMD_DP_DATA_MIRROR/water/data_3).
@@ -38,7 +38,7 @@ def default_data() -> Path:
 
 
 def default_model(tmp: str) -> Path:
-    from jaxmd_dp.convert_deepmd import convert
+    from jaxmd_dp.cli.convert_deepmd import convert
 
     fix = SHARED / "fixtures/water_se_e2_a"
     if not (fix / "params.npz").exists():
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     import jaxmd_dp  # noqa: F401  (float64)
     from jaxmd_dp import md
     from jaxmd_dp.data.system import load_system
-    from jaxmd_dp.model_io import load_model
+    from jaxmd_dp.model.io import load_model
 
     with tempfile.TemporaryDirectory() as tmp:
         hyper, params, stats = load_model(args.model or default_model(tmp))

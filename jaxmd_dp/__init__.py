@@ -1,10 +1,10 @@
 """jaxmd_dp: DeePMD-kit's se_e2_a Deep Potential, trained with JAX."""
 
-__version__ = "0.1.0"
+from jaxmd_dp.version import __version__
 
 # our command-line tools start over once with glibc's huge pages for XLA's CPU buffers (before jax loads),
 # and keep those buffers in malloc's heaps between steps
-from jaxmd_dp.hugepages import keep_freed_blocks, reexec_with_hugepages  # noqa: E402
+from jaxmd_dp.runtime.hugepages import keep_freed_blocks, reexec_with_hugepages  # noqa: E402
 
 reexec_with_hugepages()
 keep_freed_blocks()

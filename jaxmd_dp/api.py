@@ -1,7 +1,7 @@
 """The notebook / Python API.
 
     from jaxmd_dp import Trainer, load_config
-    from jaxmd_dp.api import Model, live_plot_callback, use_compile_cache
+    from jaxmd_dp.api import Model, load_model, live_plot_callback, use_compile_cache
 
     use_compile_cache()                               # optional: reuse compiled steps across sessions
     config = load_config("configs/water.yaml", ["training.numb_steps=50"])
@@ -9,8 +9,8 @@
     trainer = Trainer(config, "runs/water", log=plot)
     trainer.fit(50)
     energy, forces = trainer.model.energy_and_forces(coord, box, atype)   # eV, eV/Å
-    model = Model.load("runs/water")                  # or a converted DeePMD-kit model directory
-    atoms.calc = model.calculator()                   # ASE (needs ase)
+    model = load_model("runs/water")                  # a run, checkpoint, model directory or frozen file
+    atoms.calc = DPCalculator(model)                  # ASE (needs ase): from jaxmd_dp.md import DPCalculator
 
 Units: Å, eV, eV/Å; virials eV (DeePMD-kit's layout).
 """
@@ -20,110 +20,23 @@ from __future__ import annotations
 import io
 import os
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.cli_util import use_compile_cache
+from jaxmd_dp.runtime.compile_cache import use_compile_cache
 from jaxmd_dp.config import load_config
-from jaxmd_dp.errors import InputError
-from jaxmd_dp.md import shared_evaluator
-from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats
+from jaxmd_dp.model.trained import Model
+from jaxmd_dp.train.checkpoint import load_trained
 from jaxmd_dp.train.loop import Trainer
 
-__all__ = ["Trainer", "load_config", "Model", "LivePlot", "live_plot_callback", "use_compile_cache"]
+__all__ = ["Trainer", "load_config", "Model", "load_model", "LivePlot", "live_plot_callback", "use_compile_cache"]
 
 
-class Model:
-    """A trained se_e2_a model: hyper-parameters, weights and statistics, with numpy in/out predictions.
-
-    ``Model(hyper, params, stats)``; ``Model.load(path)`` reads a model directory, training output or
-    checkpoint (:func:`jaxmd_dp.model_io.load_model`); ``trainer.model`` is the current training state.
-    """
-
-    def __init__(self, hyper: ModelHyper, params, stats: Stats):
-        self.hyper = hyper
-        self.params = jax.tree_util.tree_map(jnp.asarray, params)
-        self.stats = Stats(*(jnp.asarray(s) for s in stats))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "Model":
-        from jaxmd_dp.model_io import load_model
-
-        return cls(*load_model(path))
-
-    def save(self, path: str | os.PathLike, info: dict | None = None):
-        """Write a model directory (``model.json`` + ``weights.npz``) that :meth:`load` and
-        ``python -m jaxmd_dp.test -m`` read."""
-        from jaxmd_dp.model_io import save_model
-
-        return save_model(path, self.hyper, self.params, self.stats, info)
-
-    @property
-    def type_map(self) -> list[str]:
-        return list(self.hyper.type_map)
-
-    def __repr__(self) -> str:
-        h = self.hyper
-        return (f"Model(type_map={list(h.type_map)}, rcut={h.rcut}, sel={list(h.sel)}, neuron={list(h.neuron)}, "
-                f"fit_neuron={list(h.fit_neuron)})")
-
-    def atom_types(self, atype) -> np.ndarray:
-        """Type indices (natoms,) from indices or chemical symbols (``["O", "H", "H", ...]``)."""
-        a = np.asarray(atype)
-        if a.dtype.kind in "US":
-            index = {s: i for i, s in enumerate(self.hyper.type_map)}
-            missing = sorted(set(a.tolist()) - set(index))
-            if missing:
-                raise InputError(f"elements {missing} are not in the model's type_map {self.type_map}")
-            return np.array([index[s] for s in a.tolist()], np.int32)
-        a = a.astype(np.int32).reshape(-1)
-        if a.size and (a.min() < 0 or a.max() >= self.hyper.ntypes):
-            raise InputError(f"atom types must lie in 0..{self.hyper.ntypes - 1} (type_map {self.type_map})")
-        return a
-
-    def predict(self, coord, box=None, atype=None) -> Prediction:
-        """Energy (eV), forces (eV/Å), virial (eV, 9 components) and atomic energies, as numpy arrays.
-
-        coord: (natoms, 3) or (nframes, natoms, 3) Å; box: (3, 3), (9,), (nframes, 3, 3) Å or None (no PBC);
-        atype: (natoms,) type indices or chemical symbols. A single frame in gives a single frame out
-        (energy a 0-d array, force (natoms, 3), virial (9,), atom_energy (natoms,)).
-        """
-        if atype is None:
-            raise TypeError("predict() needs atype (type indices or chemical symbols)")
-        coord = np.asarray(coord, np.float64)
-        single = coord.ndim == 2
-        coord = coord.reshape(-1, coord.shape[-2], 3)
-        nf = coord.shape[0]
-        if box is not None:
-            box = np.asarray(box, np.float64).reshape(-1, 3, 3)
-            box = np.broadcast_to(box, (nf, 3, 3))
-        atype = self.atom_types(atype)
-        if atype.shape[0] != coord.shape[1]:
-            raise InputError(f"{atype.shape[0]} atom types for {coord.shape[1]} atoms")
-        pred = shared_evaluator(self.hyper, self.params, self.stats)(coord, box, atype)
-        return Prediction(*(p[0] for p in pred)) if single else pred
-
-    def energy_and_forces(self, coord, box=None, atype=None) -> tuple[Any, np.ndarray]:
-        """(energy eV, forces eV/Å): a float and (natoms, 3) for one frame, (nframes,), (nframes, natoms, 3)
-        for several; arguments as :meth:`predict`."""
-        pred = self.predict(coord, box, atype)
-        energy = float(pred.energy) if np.ndim(pred.energy) == 0 else pred.energy
-        return energy, pred.force
-
-    def calculator(self):
-        """An ASE calculator (:class:`jaxmd_dp.md.DPCalculator`; needs ase)."""
-        from jaxmd_dp.md import DPCalculator
-
-        return DPCalculator(self)
-
-    def energy_fn(self, box, atype, **kwargs):
-        """jax-md ``(neighbor_fn, energy)`` for this model (:func:`jaxmd_dp.md.energy_fn`)."""
-        from jaxmd_dp.md import energy_fn
-
-        return energy_fn(self, box, self.atom_types(atype), **kwargs)
+def load_model(path: str | os.PathLike) -> Model:
+    """A :class:`Model` from a frozen model file, a model directory, a training output directory or a
+    checkpoint (the latest step)."""
+    return Model(*load_trained(path))
 
 
 # ------------------------------------------------------------------------------------------------ live plot
@@ -199,7 +112,7 @@ class LivePlot:
         keys = [k for k in self.keys if k in self.train] or sorted(self.train)[:3] or list(self.keys)
         fig = Figure(figsize=(3.6 * max(1, len(keys)), 3.0), layout="constrained")
         axes = fig.subplots(1, max(1, len(keys)), squeeze=False)[0]
-        from jaxmd_dp.plot import QUANTITIES  # the titles and units of ``python -m jaxmd_dp.plot``
+        from jaxmd_dp.cli.plot import QUANTITIES  # the titles and units of ``python -m jaxmd_dp.plot``
 
         labels = {k: f"{title} ({unit})" if unit else title for k, (title, unit) in QUANTITIES.items()}
         for ax, k in zip(axes, keys):

@@ -18,7 +18,7 @@ def fixture_dir(name: str):
 @functools.lru_cache(maxsize=None)
 def load_fixture(name: str):
     """(hyper, params, stats, predictions dict) for a fixture, weights converted from DeePMD-kit's."""
-    from jaxmd_dp.convert_deepmd import hyper_from_deepmd, load_state_dict, params_from_state_dict, read_input
+    from jaxmd_dp.cli.convert_deepmd import hyper_from_deepmd, load_state_dict, params_from_state_dict, read_input
 
     d = fixture_dir(name)
     hyper = hyper_from_deepmd(read_input(d / "out.json")["model"], str(d))

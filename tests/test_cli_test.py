@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fixture_models import fixture_dir
-from jaxmd_dp import convert_deepmd, test as dptest
-from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.cli import convert_deepmd, test as dptest
+from jaxmd_dp.cli.util import run_cli
 
 
 def _write_system(root, pred, with_box=True):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from jaxmd_dp import hugepages as hp
+from jaxmd_dp.runtime import hugepages as hp
 
 CLI = ["/v/bin/python", "-m", "jaxmd_dp.train", "input.json"]
 NEW_GLIBC = (2, 36)
@@ -102,7 +102,7 @@ def test_cli_starts_over_with_huge_pages():
 
 KEEP_PROBE = """
 import ctypes, sys
-from jaxmd_dp import hugepages as hp
+from jaxmd_dp.runtime import hugepages as hp
 kept = hp.keep_freed_blocks(orig_argv=sys.argv[1:], only_tools=sys.argv[1] != "any")
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]

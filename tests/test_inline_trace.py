@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.inline_trace import inline_trace
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import Stats, init_params, type_capacity
 from jaxmd_dp.train.step import BatchLayout, init_state
 from step_case import HYPER, STATS, random_batch, train_step_for

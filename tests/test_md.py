@@ -216,7 +216,7 @@ def test_ase_calculator_non_periodic(tmp_path):
     from ase import Atoms
     from ase.calculators.calculator import PropertyNotImplementedError
 
-    from jaxmd_dp.model_io import save_model
+    from jaxmd_dp.model.io import save_model
 
     model, p = _model("nopbc_cho")
     atoms = _atoms(p, 1)

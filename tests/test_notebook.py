@@ -25,7 +25,7 @@ def test_top_level_exports():
 
 def test_model_energy_and_forces_match_deepmd_kit(tmp_path):
     from jaxmd_dp.api import Model
-    from jaxmd_dp.model_io import save_model
+    from jaxmd_dp.model.io import save_model
 
     hyper, params, stats, p = load_fixture("cu_virial")  # 32 Cu atoms, triclinic
     model = Model.load(save_model(tmp_path / "m", hyper, params, stats))

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 from shared_paths import require
-from jaxmd_dp import cli, freeze, neighbor_stat as nstat, plot
-from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.cli import freeze, main as cli, neighbor_stat as nstat, plot
+from jaxmd_dp.export import jax_export as jexp
+from jaxmd_dp.geometry import neighbor_stat as gns
+from jaxmd_dp.model import io as mio
+from jaxmd_dp.cli.util import run_cli
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Stats, param_shapes
 from jaxmd_dp.train import lcurve
@@ -109,7 +112,7 @@ def tiny_model():
 @pytest.fixture(scope="module")
 def tiny_ref(tiny_model):
     """The Evaluator (compiled once) and its predictions on 3 Cu frames."""
-    from jaxmd_dp.inference import Evaluator
+    from jaxmd_dp.model.evaluate import Evaluator
 
     hyper, params, stats, system = tiny_model
     ev = Evaluator(hyper, params, stats)
@@ -142,13 +145,13 @@ def test_freeze_checkpoint_roundtrip_bitwise(tmp_path, tiny_model, tiny_ref):
     _save_checkpoint(run / "model.ckpt", hyper, params, stats, step=7)
     out = tmp_path / "frozen.jaxdp"
     assert run_cli(freeze.main, ["-m", str(run), "-o", str(out)]) == 0
-    assert freeze.is_frozen(out) and not freeze.is_frozen(run)
-    meta = freeze.read_meta(out)
-    assert meta["format"] == freeze.FORMAT and meta["version"] == freeze.FORMAT_VERSION
+    assert mio.is_frozen(out) and not mio.is_frozen(run)
+    meta = mio.read_meta(out)
+    assert meta["format"] == mio.FROZEN_FORMAT and meta["version"] == mio.FROZEN_FORMAT_VERSION
     assert meta["hyper"]["type_map"] == ["Cu"] and meta["info"]["step"] == 7 and meta["exported"] is None
 
     h0, p0, s0 = load_model_from_checkpoint(run)
-    h1, p1, s1 = freeze.load_frozen(out)
+    h1, p1, s1 = mio.load_frozen(out)
     assert h1 == h0 == hyper
     _assert_trees_identical(p1, p0)
     _assert_trees_identical(s1, s0)
@@ -167,8 +170,8 @@ def test_freeze_checkpoint_roundtrip_bitwise(tmp_path, tiny_model, tiny_ref):
 
 
 def test_model_io_reads_frozen(tmp_path, tiny_model):
-    """``load_model`` (dp test, --init-model) takes a frozen file (hook in jaxmd_dp.model_io.load_model)."""
-    from jaxmd_dp.model_io import load_model, save_model
+    """``load_model`` (dp test, --init-model) takes a frozen file (hook in jaxmd_dp.model.io.load_model)."""
+    from jaxmd_dp.model.io import load_model, save_model
 
     hyper, params, stats, _ = tiny_model
     save_model(tmp_path / "m", hyper, params, stats)
@@ -183,13 +186,13 @@ def test_model_io_reads_frozen(tmp_path, tiny_model):
 def test_written_models_have_the_umask_modes(tmp_path, tiny_model, umask):
     """A frozen file and a model directory are written to temporaries (private, 0600 / 0700) and renamed:
     they end up as open / mkdir would make them under the umask, so a group can read a shared model."""
-    from jaxmd_dp.model_io import save_model
+    from jaxmd_dp.model.io import save_model
 
     hyper, params, stats, _ = tiny_model
     old = os.umask(umask)
     try:
         d = save_model(tmp_path / "m", hyper, params, stats)
-        f = freeze.save_frozen(tmp_path / "m.jaxdp", hyper, params, stats)
+        f = mio.save_frozen(tmp_path / "m.jaxdp", hyper, params, stats)
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o777 & ~umask
@@ -201,41 +204,41 @@ def test_frozen_bad_files(tmp_path, tiny_model, capsys):
     garbage = tmp_path / "garbage.jaxdp"
     garbage.write_bytes(b"not a zip")
     with pytest.raises(InputError, match="garbage.jaxdp.*not a zip"):
-        freeze.load_frozen(garbage)
+        mio.load_frozen(garbage)
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("x.txt", "hi")
     with pytest.raises(InputError, match="other.zip.*no frozen.json"):
-        freeze.load_frozen(other)
-    good = freeze.save_frozen(tmp_path / "good.jaxdp", hyper, params, stats)
+        mio.load_frozen(other)
+    good = mio.save_frozen(tmp_path / "good.jaxdp", hyper, params, stats)
     future = tmp_path / "future.jaxdp"
     with zipfile.ZipFile(good) as zi, zipfile.ZipFile(future, "w") as zo:
         for name in zi.namelist():
             data = zi.read(name)
-            if name == freeze.META_NAME:
+            if name == mio.META_NAME:
                 meta = json.loads(data)
-                meta["version"] = freeze.FORMAT_VERSION + 1
+                meta["version"] = mio.FROZEN_FORMAT_VERSION + 1
                 data = json.dumps(meta)
             zo.writestr(name, data)
     with pytest.raises(InputError, match="future.jaxdp.*newer"):
-        freeze.load_frozen(future)
+        mio.load_frozen(future)
     with pytest.raises(InputError, match="no exported function"):
-        freeze.load_exported(good)
+        jexp.load_exported(good)
     _one_line_error(capsys, ["-m", str(tmp_path / "nope"), "-o", str(tmp_path / "x.jaxdp")], freeze.main, "nope")
     _one_line_error(capsys, ["-m", str(good), "-o", str(tmp_path / "x.jaxdp"), "--export"], freeze.main, "--natoms")
 
 
 def test_freeze_export(tmp_path, tiny_model, tiny_ref):
     """The jax.export function in the frozen file equals the Evaluator's predictions, for any frame count."""
-    from jaxmd_dp.model_io import save_model
+    from jaxmd_dp.model.io import save_model
 
     hyper, params, stats, system = tiny_model
     save_model(tmp_path / "m", hyper, params, stats)
     out = tmp_path / "exp.jaxdp"
     assert run_cli(freeze.main, ["-m", str(tmp_path / "m"), "-o", str(out), "--export",
                                  "--natoms", str(system.natoms)]) == 0
-    assert freeze.read_meta(out)["exported"]["natoms"] == system.natoms
-    f = freeze.load_exported(out)
+    assert mio.read_meta(out)["exported"]["natoms"] == system.natoms
+    f = jexp.load_exported(out)
     coord, box = system.coord[:3], system.box[:3]
     ref = tiny_ref[1]
     got = f(coord, box, system.atype)
@@ -305,11 +308,11 @@ def test_neighbor_stat_cli_matches_brute_force(tmp_path, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["max_nbor_size"] == want_n.tolist() and got["type_map"] == ["Cu"] and got["nframes"] == 4
     assert got["min_nbor_dist"] == pytest.approx(want_d, rel=1e-12)
-    assert got["sel"] == nstat.suggest_sel(want_n)
+    assert got["sel"] == gns.suggest_sel(want_n)
     assert run_cli(nstat.main, ["-s", str(sysdir), "-r", "6"]) == 0  # text report, type names from indices
     text = capsys.readouterr().out
     assert f"max_nbor_size: {want_n.tolist()}" in text and f"min_nbor_dist: {want_d:f}" in text
-    assert f"suggested sel: {nstat.suggest_sel(want_n)}" in text
+    assert f"suggested sel: {gns.suggest_sel(want_n)}" in text
     assert run_cli(nstat.main, ["-s", str(sysdir), "-r", "6", "--one-type"]) == 0
     assert f"max_nbor_size: {want_n.tolist()}" in capsys.readouterr().out
 
@@ -321,7 +324,7 @@ def test_neighbor_stat_two_types_cell_list():
     w = _frames(load_system(require("water/data_3"), ["O", "H"]), 2)
     unique = np.zeros(2, int)
     want_n, want_d, want_pairs = brute_force_stats(w.coord, w.box, w.atype, 6.0, 2, unique)
-    st = nstat.neighbor_stat([w], 6.0, 2, type_map=["O", "H"], chunk=2)
+    st = gns.neighbor_stat([w], 6.0, 2, type_map=["O", "H"], chunk=2)
     assert st.max_nbor_size.tolist() == want_n.tolist() and st.type_map == ["O", "H"]
     assert st.max_pairs_per_system.tolist() == [want_pairs.tolist()]  # the trainer's pair-packing sizes
     assert st.max_unique_pairs_per_system.tolist() == [unique.tolist()]  # and with pair sharing
@@ -336,7 +339,7 @@ def test_neighbor_stat_groups_of_atom_counts_on_two_threads():
 
     names = [CU, "cu_asc22/cu.bcc.02x02x02/02.md/sys-0016/deepmd", "cu_asc22/iter.000032/02.fp/data.024"]
     systems = [_frames(load_system(require(n), ["Cu"]), 3) for n in names]
-    st = nstat.neighbor_stat(systems, 5.0, 1, type_map=["Cu"], chunk=2)
+    st = gns.neighbor_stat(systems, 5.0, 1, type_map=["Cu"], chunk=2)
     assert len({s.natoms for s in systems}) == 3
     for k, s in enumerate(systems):
         unique = np.zeros(1, int)
@@ -353,7 +356,7 @@ def test_suggested_sel_is_the_trainers_auto_rule():
     for factor in (1.1, 1.0, 1.25):
         for nmax in ([0, 1, 3, 4, 37, 40, 72], [80], [100, 199]):
             want = loop.resolve_sel(f"auto:{factor}", np.asarray(nmax), 6.0, log=lambda *a: None)
-            assert nstat.suggest_sel(nmax, factor) == list(want)
+            assert gns.suggest_sel(nmax, factor) == list(want)
 
 
 def test_neighbor_stat_bad_input(tmp_path, capsys):

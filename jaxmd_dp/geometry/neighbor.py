@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.compile_options import backend_options
+from jaxmd_dp.runtime.compile_options import backend_options
 from jaxmd_dp.geometry.running_count import running_count
 from pallas_kernels import dispatch
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxmd_dp.config import TABLE_MAX_NODES, TABLE_MIN_NODES
 from jaxmd_dp.model.bilinear import with_written_transposes
 from jaxmd_dp.model.nets import PRECISION
 
-MIN_NODES = 16
-MAX_NODES = 1024
+MIN_NODES, MAX_NODES = TABLE_MIN_NODES, TABLE_MAX_NODES
 
 
 @jax.custom_jvp

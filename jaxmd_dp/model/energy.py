@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.env_mat import env_mat, times_cell
-from jaxmd_dp.inline_trace import inline_trace
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.fitting import EnergyFitting
 from jaxmd_dp.model.nets import init_moments
 from jaxmd_dp.model.pair_pack import Packing, empty_rows, kept_slots

@@ -18,6 +18,7 @@ import orbax.checkpoint as ocp
 
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Stats
+from jaxmd_dp.model.io import is_model_dir, load_model
 
 ITEMS = ("state", "meta")
 
@@ -127,3 +128,15 @@ def load_model_from_checkpoint(path: str | Path):
     except (KeyError, TypeError) as e:
         raise InputError(f"{path}: checkpoint lacks {e} (not a jaxmd_dp training checkpoint?)") from None
     return hyper, params, stats
+
+
+def load_trained(path: str | Path):
+    """(hyper, params, stats) of any trained model: a frozen model file or model directory
+    (:func:`jaxmd_dp.model.io.load_model`), else the latest checkpoint of a training output or
+    checkpoint directory."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such model, checkpoint or training output directory")
+    if p.is_file() or is_model_dir(p):
+        return load_model(p)
+    return load_model_from_checkpoint(p)

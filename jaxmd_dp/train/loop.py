@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 import jax
 import numpy as np
 
-from jaxmd_dp import __version__
+from jaxmd_dp.version import __version__
 from jaxmd_dp.config import Config
 from jaxmd_dp.data.sampler import DataSampler, find_systems, resolve_batch_sizes
 from jaxmd_dp.data.system import System, load_system
@@ -33,8 +33,9 @@ from jaxmd_dp.geometry.stats import (energy_bias, env_mat_stats, sample_stat_fra
                                      stats_from_sums)
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, init_params, param_shapes, type_capacity
 from jaxmd_dp.model.pair_pack import keep_sizes, pack_sizes, uniform_empty
+from jaxmd_dp.model.trained import Model
 from jaxmd_dp.train import lcurve
-from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, find_checkpoint_dir
+from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, find_checkpoint_dir, load_trained
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merged_capacity
 from jaxmd_dp.train.neighbor_cache import NeighborCache
@@ -47,7 +48,7 @@ from jaxmd_dp.train.step import (BatchLayout, TrainState, device_batch, host_sta
 from jaxmd_dp.train.summary import format_cost, format_summary, param_counts, step_cost
 
 if TYPE_CHECKING:
-    from jaxmd_dp.neighbor_stat import NeighborStats
+    from jaxmd_dp.geometry.neighbor_stat import NeighborStats
 
 
 # rows of head-room in each shared block: a pair at rcut to the last bit may sit in one of its atoms' lists
@@ -88,7 +89,7 @@ def scan_neighbors(systems: list[System], rcut: float, ntypes: int, log=print, r
     per system (for ``sel: auto``), closest pairs (data check), pairs per frame (pair packing) and, with
     ``rcut_smth`` and ``sum_frames`` (the statistics' frames of the first systems), their
     environment-matrix sums (:func:`compute_stats`)."""
-    from jaxmd_dp.neighbor_stat import neighbor_stat
+    from jaxmd_dp.geometry.neighbor_stat import neighbor_stat
 
     t = time.perf_counter()
     scan = neighbor_stat(systems, rcut, ntypes, rcut_smth=rcut_smth, sum_frames=sum_frames)
@@ -261,9 +262,8 @@ class Trainer:
             self.log(f"restarted from {restart} at step {int(self.state.step)}")
         else:
             if init_model is not None:
-                from jaxmd_dp.model_io import load_model
 
-                hyper0, params, stats = load_model(init_model)
+                hyper0, params, stats = load_trained(init_model)
                 if hyper0 != self.hyper:
                     raise InputError(f"{init_model}: its model hyper-parameters differ from the config's "
                                      f"(init-model needs the same descriptor and fitting net)")
@@ -790,16 +790,14 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     @property
     def model(self):
-        """The current model as a :class:`jaxmd_dp.api.Model` (``.energy_and_forces(coord, box, atype)``)."""
-        from jaxmd_dp.api import Model
-
+        """The current model as a :class:`jaxmd_dp.model.trained.Model` (``.energy_and_forces(coord, box, atype)``)."""
         return Model(self.hyper, self.state.params, self.stats)
 
     def evaluate(self, system: str | System, nframes: int = 0) -> dict:
         """dp-test errors of the current model on a system (path or :class:`System`): rmse/mae of energy
         (total and per atom), force and virial where labelled, as {name: value}."""
-        from jaxmd_dp.inference import Evaluator
-        from jaxmd_dp.test import errors, predict_system
+        from jaxmd_dp.model.evaluate import Evaluator
+        from jaxmd_dp.model.evaluate import errors, predict_system
 
         if not isinstance(system, System):
             system = load_system(system, list(self.hyper.type_map))

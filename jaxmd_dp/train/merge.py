@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.inline_trace import inline_trace
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 

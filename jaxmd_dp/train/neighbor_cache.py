@@ -40,7 +40,7 @@ import numpy as np
 from jaxmd_dp.data.sampler import make_batch
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
-from jaxmd_dp.inline_trace import inline_trace
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.merge import merge_arrays, merge_batch
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 

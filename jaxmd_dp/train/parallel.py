@@ -45,7 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxmd_dp import hugepages
+from jaxmd_dp.runtime import hugepages
 from jaxmd_dp.errors import InputError
 
 AXIS = "workers"  # the mesh axis that workers are spread over

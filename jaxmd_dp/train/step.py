@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, backend_options
+from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
-from jaxmd_dp.inline_trace import inline_trace
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay

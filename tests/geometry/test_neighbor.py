@@ -601,7 +601,7 @@ def test_reduction_jit_compiles_with_cpu_options_once_per_backend(jit_options):
     import threading
 
     from jaxmd_dp.geometry import neighbor, stats
-    from jaxmd_dp.neighbor_stat import _frame_stats
+    from jaxmd_dp.geometry.neighbor_stat import _frame_stats
 
     neighbor.reduction_jit(lambda x: x).options_for("cpu")  # this jaxlib's options checked (its own probe jit) first
     made = jit_options

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parents[1]))
 from fixture_models import fixture_dir  # noqa: E402
 from shared_paths import require  # noqa: E402
 
-from jaxmd_dp.convert_deepmd import hyper_from_deepmd, load_state_dict  # noqa: E402
+from jaxmd_dp.cli.convert_deepmd import hyper_from_deepmd, load_state_dict  # noqa: E402
 from jaxmd_dp.data.sampler import DataSampler, make_batch  # noqa: E402
 from jaxmd_dp.data.system import System, load_system  # noqa: E402
 from jaxmd_dp.geometry.stats import (  # noqa: E402
@@ -382,7 +382,7 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed
     """The trainer's one pass: the neighbour scan sums the statistics' frames (sample_stat_indices) and
     scanned_sums adds them up as env_mat_sums does in its own pass; frames it did not sum give None."""
     from jaxmd_dp.geometry.stats import sample_stat_indices, scanned_sums
-    from jaxmd_dp.neighbor_stat import neighbor_stat
+    from jaxmd_dp.geometry.neighbor_stat import neighbor_stat
 
     root = require(data)
     types = list(WATER) if data == "water" else ["C", "H", "O"]
@@ -403,7 +403,7 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed
                                    env_mat_sums(other, hyper), rtol=1e-12)
     else:
         assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
-    import jaxmd_dp.neighbor_stat as ns
+    import jaxmd_dp.geometry.neighbor_stat as ns
 
     monkeypatch.setattr(ns, "SUM_ALL_FRAMES", 0)  # only the sampled frames: the others are not summed
     scan = neighbor_stat(systems, cut[0], len(types), rcut_smth=cut[1], sum_frames=idx, chunk=3)

@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxmd_dp.cli_util import run_cli
-from jaxmd_dp.train.__main__ import main as train_main
+from jaxmd_dp.cli.util import run_cli
+from jaxmd_dp.cli.train import main as train_main
 from shared_paths import require
 from train.tiny import tiny_cu_dict, write_config
 

@@ -9,11 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmd_dp import freeze
-from jaxmd_dp.cli_util import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir, run_cli
+from jaxmd_dp.cli import freeze
+from jaxmd_dp.cli.util import run_cli
+from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir
 from jaxmd_dp.model.energy import param_shapes
-from jaxmd_dp.model_io import load_model
-from jaxmd_dp.train import __main__ as train_cli
+from jaxmd_dp.model.io import load_model
+from jaxmd_dp.cli import train as train_cli
 from tiny import tiny_cu_dict, write_config
 
 

@@ -9,8 +9,8 @@ are those this jaxlib compiles with (:func:`knows`, each tried on its own): all 
 
 import pytest
 
-from jaxmd_dp import compile_options
-from jaxmd_dp.compile_options import GPU_STEP_OPTIONS, set_in_xla_flags
+from jaxmd_dp.runtime import compile_options
+from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, set_in_xla_flags
 from jaxmd_dp.train import step
 
 

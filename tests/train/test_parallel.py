@@ -71,7 +71,7 @@ def worker(mode: str, water: str, out: str) -> None:
     from jaxmd_dp.config import config_from_dict
     from jaxmd_dp.data.sampler import make_batch
     from jaxmd_dp.model.energy import init_params
-    from jaxmd_dp.train.__main__ import main
+    from jaxmd_dp.cli.train import main
     from jaxmd_dp.train.parallel import local_workers, stack_batches
     from jaxmd_dp.train.schedule import exp_decay, worker_scale
     from jaxmd_dp.train.step import device_batch, init_state, make_train_step
@@ -160,7 +160,7 @@ def signal_worker(water: str, out: str) -> None:
     import signal as _signal
 
     import jaxmd_dp.train.loop as loop
-    from jaxmd_dp.train.__main__ import main
+    from jaxmd_dp.cli.train import main
 
     out = Path(out)
     rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))

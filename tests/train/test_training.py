@@ -286,8 +286,8 @@ def test_embedding_table_trains_like_exact_nets(full_run, tmp_path):
 
 
 def test_checkpoint_usable_by_test(full_run, capsys):
-    from jaxmd_dp import test as dptest
-    from jaxmd_dp.cli_util import run_cli
+    from jaxmd_dp.cli import test as dptest
+    from jaxmd_dp.cli.util import run_cli
 
     trainer, out, _ = full_run
     rc = run_cli(dptest.main, ["-m", str(out), "-s", str(require("water/data_3")), "-n", "4"])

@@ -1,49 +1,11 @@
-"""What every command-line entry point shares: user errors as one line and exit status 1."""
+"""jax's persistent compilation cache, as our command-line tools and the notebook API turn it on."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import sys
-from typing import Callable
 
 from jaxmd_dp.errors import InputError
-
-
-def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
-    """Run ``main``; an :class:`InputError` prints ``error: <message>`` and returns 1 (no traceback
-    unless ``--debug`` is on the command line or ``JAXMD_DP_DEBUG=1``)."""
-    argv = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in argv or os.environ.get("JAXMD_DP_DEBUG") == "1"
-    argv = [a for a in argv if a != "--debug"]
-    try:
-        return main(argv) or 0
-    except InputError as e:
-        if debug:
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-def exit_now(code: int):
-    """Exit with ``code`` without the interpreter's teardown when that is safe: after a training run,
-    freeing every module and XLA object took ~0.4 s. stdout and stderr are flushed first; every file the
-    commands write is closed by then (checkpoints are written synchronously, log lines opened per line).
-    Under MPI or ``jax.distributed`` the normal exit runs, so their finalisers do."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if "mpi4py" in sys.modules:
-        sys.exit(code)
-    if "jax" in sys.modules:
-        import jax
-
-        if jax.distributed.is_initialized():
-            sys.exit(code)
-    os._exit(code)
-
 
 COMPILE_CACHE_DEFAULT = "~/.cache/jaxmd_dp/xla"
 COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # least recently used entries are evicted beyond this (with filelock)

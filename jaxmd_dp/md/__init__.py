@@ -43,6 +43,8 @@ from flax import struct
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor as nblist
 from jaxmd_dp.model.energy import ModelHyper, Stats, atomic_energy, type_capacity
+from jaxmd_dp.model.evaluate import shared_evaluator
+from jaxmd_dp.train.checkpoint import load_trained
 
 # --------------------------------------------------------------------------- units (jax-md's metal units)
 #: Boltzmann constant, eV/K (CODATA 2018).
@@ -79,11 +81,9 @@ def masses(type_map, atype) -> np.ndarray:
 def resolve_model(model) -> tuple[ModelHyper, Any, Stats]:
     """(hyper, params, stats) from a tuple, an object with ``hyper``/``params``/``stats`` (:class:`jaxmd_dp.api.Model`,
     a :class:`~jaxmd_dp.train.loop.Trainer` exposes ``hyper``/``stats`` and ``state.params``), or a path that
-    :func:`jaxmd_dp.model_io.load_model` reads (model directory, training output or checkpoint)."""
+    :func:`jaxmd_dp.train.checkpoint.load_trained` reads (model file or directory, training output or checkpoint)."""
     if isinstance(model, (str, os.PathLike)):
-        from jaxmd_dp.model_io import load_model
-
-        model = load_model(model)
+        model = load_trained(model)
     if hasattr(model, "hyper") and hasattr(model, "stats"):
         params = model.params if hasattr(model, "params") else model.state.params
         model = (model.hyper, params, model.stats)
@@ -92,21 +92,6 @@ def resolve_model(model) -> tuple[ModelHyper, Any, Stats]:
         raise TypeError(f"expected (ModelHyper, params, Stats), got {type(hyper).__name__} first")
     params = jax.tree_util.tree_map(jnp.asarray, params)
     return hyper, params, Stats(*(jnp.asarray(s) for s in stats))
-
-
-_EVALUATORS: dict = {}
-
-
-def shared_evaluator(hyper: ModelHyper, params, stats: Stats):
-    """An :class:`~jaxmd_dp.inference.Evaluator` shared by every model with these hyper-parameters (its compiled
-    functions take the weights as arguments), loaded with ``params``/``stats``. Not thread-safe."""
-    from jaxmd_dp.inference import Evaluator
-
-    ev = _EVALUATORS.get(hyper)
-    if ev is None:
-        ev = _EVALUATORS[hyper] = Evaluator(hyper, params, stats)
-    ev.params, ev.stats = params, stats
-    return ev
 
 
 # --------------------------------------------------------------------------- neighbour lists for MD

@@ -68,6 +68,7 @@ __all__ = [
 ACTIVATIONS = ("tanh", "gelu", "gelu_tf", "relu", "relu6", "softplus", "sigmoid", "linear", "none")
 PRECISIONS = ("default", "float64", "float32", "bfloat16")  # "default" = DeePMD-kit's interface precision, float64
 KERNELS = ("auto", "pallas", "jnp")
+TABLE_MIN_NODES, TABLE_MAX_NODES = 16, 1024  # training.embedding_table: nodes of each embedding net's table
 
 
 # ============================================================================ value checkers
@@ -131,11 +132,9 @@ _nonneg_float = _above(_float, 0.0, strict=False)
 
 
 def _table_nodes(v: Any) -> int:
-    from jaxmd_dp.model.embed_table import MAX_NODES, MIN_NODES  # the table's own bounds (imports jax)
-
     n = _int(v)
-    if n != 0 and not MIN_NODES <= n <= MAX_NODES:
-        raise _Bad(f"expected 0 (off) or a node count from {MIN_NODES} to {MAX_NODES}, got {_show(v)}")
+    if n != 0 and not TABLE_MIN_NODES <= n <= TABLE_MAX_NODES:
+        raise _Bad(f"expected 0 (off) or a node count from {TABLE_MIN_NODES} to {TABLE_MAX_NODES}, got {_show(v)}")
     return n
 
 

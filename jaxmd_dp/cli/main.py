@@ -16,17 +16,17 @@ from __future__ import annotations
 import importlib
 import sys
 
-from jaxmd_dp import __version__
-from jaxmd_dp.cli_util import run_cli
+from jaxmd_dp.version import __version__
+from jaxmd_dp.cli.util import run_cli
 
 #: command → (module with ``main(argv)``, one-line summary)
 COMMANDS = {
-    "train": ("jaxmd_dp.train.__main__", "train a model (dp train)"),
-    "test": ("jaxmd_dp.test", "test a model on labelled data (dp test)"),
-    "freeze": ("jaxmd_dp.freeze", "freeze a checkpoint into one self-contained model file (dp freeze)"),
-    "plot": ("jaxmd_dp.plot", "plot a learning curve (lcurve.out) to PNG"),
-    "neighbor-stat": ("jaxmd_dp.neighbor_stat", "neighbour statistics and suggested sel (dp neighbor-stat)"),
-    "convert-deepmd": ("jaxmd_dp.convert_deepmd", "import a DeePMD-kit PyTorch se_e2_a model"),
+    "train": ("jaxmd_dp.cli.train", "train a model (dp train)"),
+    "test": ("jaxmd_dp.cli.test", "test a model on labelled data (dp test)"),
+    "freeze": ("jaxmd_dp.cli.freeze", "freeze a checkpoint into one self-contained model file (dp freeze)"),
+    "plot": ("jaxmd_dp.cli.plot", "plot a learning curve (lcurve.out) to PNG"),
+    "neighbor-stat": ("jaxmd_dp.cli.neighbor_stat", "neighbour statistics and suggested sel (dp neighbor-stat)"),
+    "convert-deepmd": ("jaxmd_dp.cli.convert_deepmd", "import a DeePMD-kit PyTorch se_e2_a model"),
 }
 ALIASES = {"neighbor_stat": "neighbor-stat", "convert_deepmd": "convert-deepmd"}
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
-        from jaxmd_dp.hugepages import buffers_status, status
+        from jaxmd_dp.runtime.hugepages import buffers_status, status
 
         print(f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}\n"
               f"freed CPU buffers: {buffers_status()}")

@@ -1,0 +1,1 @@
+"""Models leaving jaxmd_dp: serialised functions and other programs' model files."""

@@ -1,0 +1,132 @@
+"""Evaluate a model on frames: neighbour lists + energy/force/virial, compiled once per shape.
+
+    ev = Evaluator(hyper, params, stats)
+    pred = ev(coord, box, atype)        # coord (nf, natoms, 3) Å, box (nf, 3, 3) Å or None
+    pred.energy, pred.force, pred.virial, pred.atom_energy, ev.last_nneigh_max
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmd_dp.data.system import System
+from jaxmd_dp.geometry import neighbor
+from jaxmd_dp.runtime.inline_trace import inline_trace
+from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_run(hyper: ModelHyper):
+    """One jitted prediction function per model shape, shared by every Evaluator (weights are arguments)."""
+
+    def run(spec, capacity, params, stats, coord, box, atype):
+        nl = neighbor.build(spec, coord, box, atype)
+        pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
+        return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
+
+    return jax.jit(inline_trace(run), static_argnums=(0, 1))
+
+
+class Evaluator:
+    """Jitted predictions for one model; a neighbour-list spec and a compiled function per input shape."""
+
+    def __init__(self, hyper: ModelHyper, params, stats: Stats):
+        self.hyper, self.params = hyper, params
+        self.stats = Stats(*(jnp.asarray(s) for s in stats))
+        self._specs: dict = {}
+        self.last_nneigh_max = np.zeros(hyper.ntypes, int)
+
+        self._run = _compiled_run(hyper)
+
+    def _spec(self, coord, box):
+        key = (coord.shape[1], box is None)
+        spec = self._specs.get(key)
+        if spec is None or not neighbor.fits(spec, box):
+            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
+            self._specs[key] = spec
+        return spec
+
+    def __call__(self, coord, box, atype) -> Prediction:
+        """coord: (nf, natoms, 3) Å; box: (nf, 3, 3) Å or None; atype: (natoms,) → :class:`Prediction` (numpy)."""
+        coord = np.asarray(coord, np.float64)
+        box = None if box is None else np.asarray(box, np.float64)
+        spec = self._spec(coord, box)
+        for _ in range(3):
+            capacity = type_capacity([atype], self.hyper.ntypes)
+            out, nmax, overflow = self._run(spec, capacity, self.params, self.stats, coord, box, np.asarray(atype))
+            if not bool(overflow):
+                break
+            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method, capacity_factor=2.0)
+            self._specs[(coord.shape[1], box is None)] = spec
+        self.last_nneigh_max = np.asarray(nmax)
+        return Prediction(*(np.asarray(x) for x in out))
+
+
+
+_EVALUATORS: dict = {}
+
+
+def shared_evaluator(hyper: ModelHyper, params, stats: Stats):
+    """An :class:`~jaxmd_dp.model.evaluate.Evaluator` shared by every model with these hyper-parameters (its compiled
+    functions take the weights as arguments), loaded with ``params``/``stats``. Not thread-safe."""
+    ev = _EVALUATORS.get(hyper)
+    if ev is None:
+        ev = _EVALUATORS[hyper] = Evaluator(hyper, params, stats)
+    ev.params, ev.stats = params, stats
+    return ev
+
+
+def predict_system(ev: Evaluator, system: System, nframes: int = 0, chunk: int = 8):
+    """Predictions for the first ``nframes`` frames (0: all), evaluated ``chunk`` frames at a time.
+
+    Returns dict energy (n,), force (n, natoms, 3), virial (n, 9), atom_energy (n, natoms)."""
+    n = system.nframes if nframes <= 0 else min(nframes, system.nframes)
+    chunk = max(1, min(chunk, n))
+    parts = []
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        sl = slice(a, b)
+        coord, box = system.coord[sl], None if system.box is None else system.box[sl]
+        if b - a < chunk:  # keep one compiled shape: pad the last chunk with copies of its first frame
+            pad = chunk - (b - a)
+            coord = np.concatenate([coord, np.repeat(coord[:1], pad, 0)])
+            box = None if box is None else np.concatenate([box, np.repeat(box[:1], pad, 0)])
+        p = ev(coord, box, system.atype)
+        parts.append({k: v[: b - a] for k, v in p._asdict().items()})
+        over = ev.last_nneigh_max > np.asarray(ev.hyper.sel)
+        if over.any():
+            print(f"warning: {system.path}: neighbours per type {ev.last_nneigh_max.tolist()} exceed sel "
+                  f"{list(ev.hyper.sel)}; the farthest were dropped (as DeePMD-kit does)", file=sys.stderr)
+    return {k: np.concatenate([q[k] for q in parts]) for k in parts[0]}
+
+
+def errors(system: System, pred: dict) -> dict:
+    """MAE/RMSE of energy (total, per atom), force and virial (total, per atom) where labels exist.
+
+    Values: (error, count) pairs, count = number of items averaged, for weighted averages."""
+    n = len(pred["energy"])
+    na = system.natoms
+    out = {}
+
+    def add(name, diff):
+        out["mae_" + name] = (float(np.mean(np.abs(diff))), diff.size)
+        out["rmse_" + name] = (float(np.sqrt(np.mean(diff**2))), diff.size)
+
+    if system.energy is not None:
+        de = pred["energy"] - system.energy[:n]
+        add("e", de)
+        add("ea", de / na)
+    if system.force is not None:
+        add("f", pred["force"] - system.force[:n])
+    if system.virial is not None and system.pbc:
+        dv = pred["virial"] - system.virial[:n]
+        add("v", dv)
+        add("va", dv / na)
+    return out
+
+
