@@ -10,8 +10,8 @@ rounds in one process (so that a slow spell of the machine hits all alike), ms p
 - ``fit-cached``: ``fit`` drawing from the same raw batches, each prepared as usual but with its frames'
   neighbour lists already cached (adds the preparation: box check, lists from the cache, merge);
 - ``fit-new``: ``fit`` as in training, with a fresh neighbour cache each round, so every frame drawn has
-  its lists built (a short run's case on data of many frames; the device store, since session 26, is
-  sized for the round's draws, as in a run of that length);
+  its lists built (a short run's case on data of many frames; the device store is sized for the round's
+  draws, as in a run of that length);
 - ``fit-null``: ``fit`` with the step replaced by a jitted function that reads the same arrays and does
   nothing else, lists cached as in ``fit-cached``: the loop's floor, the most steps per second it allows
   on this host whatever the step.
@@ -102,11 +102,9 @@ def main(argv=None) -> int:
     def fit_new():  # a fresh cache for this round only: every frame drawn has its list built (the other ways
         filled = tr.neighbor_cache  # keep the cache filled above)
         mb = config.training.neighbor_cache_mb
-        try:  # the device store (since session 26): list slots for this round's draws, as in a run this long
-            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb,
-                                              args.steps * max(tr.train_data.batch_sizes))
-        except TypeError:  # older code (a host store, no bound on the draws)
-            tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb)
+        # the device store: list slots for this round's draws, as in a run this long
+        tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb,
+                                          args.steps * max(tr.train_data.batch_sizes))
         try:
             fit_with()
         finally:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/train_speed.py [--inputs water copper almgcu] [--steps 200] [--repeats 2]
                                          [--precision float64 float32] [--backends tf pt] [--ours-only]
-                                         [--table 64]
+                                         [--table 64] [--checkout NAME=DIR ...]
 
 For each input of ../shared/bench (water_se_e2_a.json, copper_asc22.json, almgcu.json) and precision, it
 writes one input file (absolute data paths, numb_steps/disp_freq set, descriptor and fitting precision),
@@ -17,7 +17,8 @@ RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cos
 achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` adds runs of ours with
 ``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's. Before
 the table: per input and precision the fastest DeePMD-kit backend and how many times faster each of ours is,
-and our float32 ÷ float64.
+and our float32 ÷ float64. ``--checkout old=/tmp/old`` adds runs of another checkout's jaxmd_dp (code
+``jaxmd_dp-old``, run from that directory), in turn with this one's: old against new in one run.
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ def write_input(name: str, steps: int, disp: int, precision: str, out: Path) -> 
     return path
 
 
-def run(cmd: list[str], cwd: Path, log: Path) -> tuple[int, float, float]:
+def run(cmd: list[str], cwd: Path, log: Path, env: dict | None = None) -> tuple[int, float, float]:
     """Run ``cmd``; returns (exit status, wall s, peak RSS GB of it and its children)."""
     t = time.perf_counter()
     with open(log, "w") as f:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(p.pid, 0)
     return os.waitstatus_to_exitcode(status), time.perf_counter() - t, usage.ru_maxrss / 1e6
 
@@ -96,10 +97,12 @@ def last_rmse(lcurve: Path) -> dict:
     return {k: float(v) for k, v in zip(head, row) if k in ("rmse_e_trn", "rmse_f_trn", "rmse_e_val", "rmse_f_val")}
 
 
-def ours(inp: Path, run_dir: Path, cache: Path, overrides: list[str] = ()) -> dict:
+def ours(inp: Path, run_dir: Path, cache: Path, overrides: list[str] = (), root: Path = ROOT) -> dict:
+    """A run of ``python -m jaxmd_dp.train`` with the jaxmd_dp of the checkout ``root``."""
     log = run_dir.with_suffix(".log")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
     rc, wall, rss = run([sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(run_dir), "--force",
-                         "--compile-cache", str(cache), *overrides], ROOT, log)
+                         "--compile-cache", str(cache), *overrides], root, log, env)
     text = log.read_text()
     if rc != 0:
         return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
@@ -156,7 +159,15 @@ def main(argv=None) -> int:
     p.add_argument("--table", type=int, default=0, help="also run ours with training.embedding_table=N")
     p.add_argument("--cold", type=int, default=1, help="our first N runs of each code start with an empty "
                    "compilation cache; later ones load from it")
+    p.add_argument("--checkout", action="append", default=[], metavar="NAME=DIR",
+                   help="also run the jaxmd_dp of another checkout DIR, as code jaxmd_dp-NAME")
     args = p.parse_args(argv)
+    others = {}
+    for item in args.checkout:
+        name, _, path = item.partition("=")
+        if not (name and path and (Path(path) / "jaxmd_dp" / "__init__.py").is_file()):
+            raise SystemExit(f"error: --checkout {item!r}: expected NAME=DIR, DIR holding jaxmd_dp/")
+        others[f"jaxmd_dp-{name}"] = Path(path).resolve()
     out = Path(args.out or tempfile.mkdtemp(prefix="train_speed_"))
     out.mkdir(parents=True, exist_ok=True)
     mm = {dt: matmul_gflops(dt) for dt in args.precision}
@@ -165,20 +176,22 @@ def main(argv=None) -> int:
     for name in args.inputs:
         for prec in args.precision:
             inp = write_input(name, args.steps, args.disp, prec, out)
-            codes = [("jaxmd_dp", None)] + ([("jaxmd_dp-table", "table")] if args.table else [])
+            codes = [("jaxmd_dp", None)] + [(c, "checkout") for c in others]
+            codes += [("jaxmd_dp-table", "table")] if args.table else []
             codes += [] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends]
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
             caches = {c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}" for c, b in codes
-                      if b in (None, "table")}
+                      if b in (None, "table", "checkout")}
             for rep in range(args.repeats):
                 if rep < args.cold:  # our first runs compile (cold), later ones load (warm)
                     for cache in caches.values():
                         shutil.rmtree(cache, ignore_errors=True)
                 for code, backend in codes:
                     d = out / f"{name}_{prec}_{code}_{rep}"
-                    if backend in (None, "table"):
-                        extra = [f"training.embedding_table={args.table}"] if backend else []
-                        r = {**ours(inp, d, caches[code], extra), "cache": "cold" if rep < args.cold else "warm"}
+                    if backend in (None, "table", "checkout"):
+                        extra = [f"training.embedding_table={args.table}"] if backend == "table" else []
+                        r = {**ours(inp, d, caches[code], extra, others.get(code, ROOT)),
+                             "cache": "cold" if rep < args.cold else "warm"}
                     else:
                         r = deepmd(backend, inp, d)
                     if r["rc"] == 0:  # everything that is not a steady-state step: imports, statistics, compiles, ...
