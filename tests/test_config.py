@@ -203,7 +203,7 @@ def test_defaults_filled():
                            "set_davg_zero": False},
             "fitting_net": {"type": "ener", "neuron": [120, 120, 120], "resnet_dt": True,
                             "activation_function": "tanh", "precision": "default", "seed": None},
-            "data_stat_nbatch": 10, "data_stat_protect": 0.01, "data_bias_nsample": 10,
+            "data_stat_nbatch": 10, "data_stat_protect": 0.01,
         },
         "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-8, "decay_steps": 5000, "decay_rate": None,
                           "scale_by_worker": "linear"},
@@ -216,7 +216,7 @@ def test_defaults_filled():
                               "set_prefix": "set", "rglob_patterns": None, "min_pair_dist": 0.0},
             "validation_data": None, "numb_steps": 3, "seed": None, "disp_file": "lcurve.out", "disp_freq": 1000,
             "save_freq": 1000, "save_ckpt": "model.ckpt", "max_ckpt_keep": 5, "disp_training": True,
-            "time_training": True, "tensorboard": False, "tensorboard_log_dir": "log", "tensorboard_freq": 1,
+            "time_training": True, "enable_profiler": False, "tensorboard": False, "tensorboard_log_dir": "log", "tensorboard_freq": 1,
             "strict_sel": False, "kernels": "auto", "pair_packing": True, "pair_sharing": True,
             "embedding_table": 0,
             "neighbor_cache_mb": 2048,
@@ -240,7 +240,7 @@ def test_validation_defaults():
     assert (v.systems, v.batch_size, v.numb_btch, v.auto_prob, v.sys_probs) == ("v", "auto", 1, "prob_sys_size", None)
 
 
-def test_deepmd_aliases_comments_and_ignored_keys():
+def test_deepmd_aliases_comments_and_defaults_of_features_we_lack():
     d = _minimal()
     d["_comment"] = "top"
     d["model"]["_comment1"] = "that's all"
@@ -252,7 +252,8 @@ def test_deepmd_aliases_comments_and_ignored_keys():
     d["training"]["training_data"]["auto_prob_style"] = "prob_uniform"
     d["training"]["training_data"]["sys_weights"] = [0.5, 0.5]
     d["training"]["validation_data"] = {"systems": ["v"], "numb_batch": 2, "_comment": "x"}
-    d["training"].update(profiling=True, stat_file="stat", zero_stage=1, enable_tf32=True, numb_test=5)
+    d["training"].update(profiling=False, stat_file=None, zero_stage=0, enable_tf32=False, numb_test=1)
+    d["model"].update(data_bias_nsample=10, bridging_r_inner=0.5)
     d["validating"] = {}
     d["nvnmd"] = {"enable": False}
     cfg = config_from_dict(d)
@@ -429,7 +430,18 @@ _ERROR_CASES = [
     ({"training.change_bias_after_training": True}, "training.change_bias_after_training", "only false"),
     ({"training.gradient_max_norm": 1.0}, "training.gradient_max_norm", "clipping"),
     ({"training.numb_epoch": 3}, "training.numb_epoch", "numb_steps"),
-    ({"training.profiling": "yes"}, "training.profiling", "expected true or false"),
+    ({"training.profiling": "yes"}, "training.profiling", "not supported by jaxmd_dp (only false)"),
+    ({"training.profiling": True}, "training.profiling", "enable_profiler"),
+    ({"training.stat_file": "stat.hdf5"}, "training.stat_file", "not supported by jaxmd_dp (only null)"),
+    ({"training.zero_stage": 1}, "training.zero_stage", "not supported"),
+    ({"training.numb_test": 5}, "training.numb_test", "numb_btch"),
+    ({"model.data_bias_nsample": 20}, "model.data_bias_nsample", "not supported by jaxmd_dp (only 10)"),
+    ({"model.bridging_r_outer": 1.0}, "model.bridging_r_outer", "only 0.8"),
+    ({"training.enable_profiler": 1}, "training.enable_profiler", "expected true or false"),
+    ({"training.training_data.min_pair_dist": -0.5}, "training.training_data.min_pair_dist", ">= 0"),
+    ({"training.training_data.rglob_patterns": []}, "training.training_data.rglob_patterns", "non-empty"),
+    ({"training.validation_data": {"systems": "v", "min_pair_dist": 0.5}}, "training.validation_data.min_pair_dist",
+     "not known"),
     ({"training.kernels": "cuda"}, "training.kernels", "'pallas'"),
     ({"training.embedding_table": 8}, "training.embedding_table", "from 16 to 1024"),
     ({"training.embedding_table": 2048}, "training.embedding_table", "from 16 to 1024"),

@@ -166,14 +166,30 @@ def _block_probs(style: str, nb: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- systems / batches
-def find_systems(root: str | Path) -> list[str]:
+def find_systems(root: str | Path, rglob_patterns: Sequence[str] | None = None, set_prefix: str = "set") -> list[str]:
     """System directories under ``root``: root itself if it holds type.raw, else every directory
-    below it (recursively, sorted) that holds type.raw — DeePMD-kit's string ``systems``."""
+    below it (recursively, sorted) that holds type.raw — DeePMD-kit's string ``systems``
+    (``expand_sys_str``); the frame-set directories (``<set_prefix>.*``) are not searched.
+
+    rglob_patterns (``training_data.rglob_patterns``): DeePMD-kit's ``rglob_sys_str`` instead: every
+    directory below root (not root itself) whose path matches one of the patterns in ``Path.rglob``
+    (e.g. ``"sys.*"``, ``"iter.*/02.fp/data.*"``) and that holds type.raw, each once, sorted.
+    """
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: systems directory not found")
+    if rglob_patterns is not None:
+        return _rglob_systems(root, rglob_patterns)
     if (root / "type.raw").is_file():
         return [str(root)]
+    found = _walk_systems(root, set_prefix)
+    if not found:
+        raise InputError(f"{root}: no systems found (no directory below it contains type.raw)")
+    return found
+
+
+def _walk_systems(root: Path, set_prefix: str) -> list[str]:
+    """Every directory below ``root`` holding type.raw, sorted; ``<set_prefix>.*`` not searched."""
     found: list[str] = []
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
@@ -184,10 +200,44 @@ def find_systems(root: str | Path) -> list[str]:
         seen.add(real)
         if "type.raw" in filenames:
             found.append(dirpath)
-        dirnames[:] = [d for d in dirnames if not d.startswith("set.")]
-    if not found:
-        raise InputError(f"{root}: no systems found (no directory below it contains type.raw)")
+        dirnames[:] = [d for d in dirnames if not d.startswith(f"{set_prefix}.")]
     return sorted(found, key=lambda d: Path(d).parts)
+
+
+def _rglob_systems(root: Path, patterns: Sequence[str]) -> list[str]:
+    if isinstance(patterns, str) or not patterns:
+        raise InputError(f"rglob_patterns: expected a non-empty list of glob patterns, got {patterns!r}")
+    found: set[Path] = set()
+    for pattern in patterns:
+        try:
+            matches = list(root.rglob(pattern))
+        except ValueError as e:  # e.g. an empty or absolute pattern
+            raise InputError(f"rglob_patterns: {pattern!r} is not a valid pattern ({e})") from None
+        found.update(d for d in matches if (d / "type.raw").is_file())
+    if not found:
+        raise InputError(f"{root}: no systems found (no directory below it matching rglob_patterns "
+                         f"{list(patterns)} contains type.raw)")
+    return [str(d) for d in sorted(found, key=lambda d: d.parts)]
+
+
+def system_paths(systems: str | Sequence[str], rglob_patterns: Sequence[str] | None = None,
+                 set_prefix: str = "set") -> list[str]:
+    """A config's ``systems`` as system directories, as DeePMD-kit's ``process_systems``: one directory,
+    or each directory of a list, searched with :func:`find_systems` (a directory holding type.raw is
+    itself a system; with ``rglob_patterns`` every list entry is searched by them). Without patterns, a
+    list entry with no system in it is kept as given (reading it then says what is wrong)."""
+    if isinstance(systems, (str, os.PathLike)):
+        return find_systems(systems, rglob_patterns, set_prefix)
+    out: list[str] = []
+    for s in systems:
+        p = Path(s)
+        if rglob_patterns is not None:
+            out += find_systems(p, rglob_patterns, set_prefix)
+        elif p.is_dir() and not (p / "type.raw").is_file():
+            out += _walk_systems(p, set_prefix) or [str(s)]
+        else:
+            out.append(str(s))
+    return out
 
 
 def make_batch(system: System, idx: np.ndarray, sys_index: int = 0) -> dict:
@@ -322,7 +372,9 @@ class DataSampler:
         self._cursor = [int(c) for c in cursor]
 
     def summary_table(self, name: str) -> str:
-        """DeePMD-kit's DataSystem summary (name e.g. "training" or "validation")."""
+        """DeePMD-kit's DataSystem summary (name e.g. "training" or "validation"); with a column of the
+        frames left out per system when some system was filtered (``training_data.min_pair_dist``)."""
+        filtered = any(s.dropped is not None for s in self.systems)
         return summary_table(
             name,
             [s.path for s in self.systems],
@@ -331,6 +383,8 @@ class DataSampler:
             self.nbatches,
             list(self.probs),
             [s.pbc for s in self.systems],
+            [s.dropped or 0 for s in self.systems] if filtered else None,
+            [s.nframes for s in self.systems],
         )
 
 
@@ -347,18 +401,30 @@ def summary_table(
     nbatches: Sequence[int],
     probs: Sequence[float],
     pbc: Sequence[bool],
+    dropped: Sequence[int] | None = None,
+    nframes: Sequence[int] | None = None,
 ) -> str:
-    """The DeePMD-kit (2.x) data summary table as one multi-line string (no trailing newline)."""
+    """The DeePMD-kit (2.x) data summary table as one multi-line string (no trailing newline).
+
+    dropped (with ``nframes``, the frames kept): frames left out of each system
+    (``training_data.min_pair_dist``), shown in a column ``dropped`` and in a total line."""
     width = 42
+    extra = dropped is not None
     lines = [
         f"---Summary of DataSystem: {name:13s}-----------------------------------------------",
         f"found {len(paths)} system(s):",
         f"{_fit_name('system', width)}  {'natoms':>6s}  {'bch_sz':>6s}  {'n_bch':>6s}  "
-        f"{'prob':>5s}  {'pbc':>3s}",
+        f"{'prob':>5s}  {'pbc':>3s}" + (f"  {'dropped':>7s}" if extra else ""),
     ]
-    for p, na, bs, nb, pr, pb in zip(paths, natoms, batch_sizes, nbatches, probs, pbc):
+    for k, (p, na, bs, nb, pr, pb) in enumerate(zip(paths, natoms, batch_sizes, nbatches, probs, pbc)):
         lines.append(
             f"{_fit_name(str(p), width)}  {na:6d}  {bs:6d}  {nb:6d}  {pr:5.3f}  {'T' if pb else 'F':>3s}"
+            + (f"  {dropped[k]:7d}" if extra else "")
         )
+    if extra:
+        total = sum(dropped)
+        kept = sum(nframes) if nframes is not None else None
+        of = f" of {total + kept}" if kept is not None else ""
+        lines.append(f"min_pair_dist: {total}{of} frames dropped (two atoms closer than min_pair_dist)")
     lines.append("-" * 86)
     return "\n".join(lines)

@@ -11,11 +11,16 @@ Layout read (DeePMD-kit's "npy" format)::
     system/set.000/force.npy   (nframes, natoms*3) eV/Å                 optional
     system/set.000/virial.npy  (nframes, 9) eV                          optional
 
+The frame-set directories are ``<set_prefix>.*`` (``training_data.set_prefix``, DeePMD-kit's "set"),
+read in sorted order.
+
 Every problem with the files raises :class:`jaxmd_dp.errors.InputError` with one line naming the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +45,8 @@ class System:
     set_nframes: frames in each ``set.*`` dir, in order (DeePMD-kit counts batches per set).
     type_map: element names that ``atype`` indexes (global map, else the system's type_map.raw,
         else None).
+    dropped: frames left out when loading (``training_data.min_pair_dist``, see :func:`select_frames`);
+        None when no frame filter was applied.
     """
 
     path: str
@@ -52,6 +59,7 @@ class System:
     virial: np.ndarray | None
     set_nframes: tuple[int, ...] = ()
     type_map: list[str] | None = field(default=None)
+    dropped: int | None = None
 
     @property
     def natoms(self) -> int:
@@ -62,11 +70,12 @@ class System:
         return int(self.coord.shape[0])
 
 
-def load_system(path: str | Path, type_map: list[str] | None = None) -> System:
+def load_system(path: str | Path, type_map: list[str] | None = None, set_prefix: str = "set") -> System:
     """Read one system directory into a :class:`System` (all sets concatenated, float64).
 
     type_map: the global element list (config ``type_map``). With a ``type_map.raw`` in the system,
     types are mapped by element name; without one, ``type.raw`` indices are used as they are.
+    set_prefix: the frame-set directories are ``<set_prefix>.*`` (``training_data.set_prefix``).
     """
     root = Path(path)
     if not root.exists():
@@ -81,9 +90,11 @@ def load_system(path: str | Path, type_map: list[str] | None = None) -> System:
     natoms = int(atype.shape[0])
     pbc = not (root / "nopbc").exists()
 
-    set_dirs = sorted(d for d in root.glob("set.*") if d.is_dir())
+    set_dirs = sorted(d for d in root.glob(f"{glob.escape(set_prefix)}.*") if d.is_dir())
     if not set_dirs:
-        raise InputError(f"{root}: no set.* directories (DeePMD-kit npy format expected)")
+        other = "" if set_prefix == "set" or not any(d.is_dir() for d in root.glob("set.*")) else (
+            f"; it has set.* directories: set_prefix is {set_prefix!r}")
+        raise InputError(f"{root}: no {set_prefix}.* directories (DeePMD-kit npy format expected){other}")
     sets = [_load_set(d, natoms, pbc) for d in set_dirs]
     for key in LABELS:
         have = [key in s for s in sets]
@@ -113,6 +124,25 @@ def load_system(path: str | Path, type_map: list[str] | None = None) -> System:
         virial=cat("virial"),
         set_nframes=tuple(nf),
         type_map=list(type_map) if type_map is not None else sys_map,
+    )
+
+
+def select_frames(system: System, keep: np.ndarray) -> System:
+    """The frames of ``system`` where ``keep`` (nframes,) bool is true, in order; ``set_nframes`` counts
+    the kept frames of each set (sets left empty are left out) and ``dropped`` adds the frames left out."""
+    keep = np.asarray(keep, bool)
+    if keep.shape != (system.nframes,):
+        raise ValueError(f"keep has shape {keep.shape}, expected ({system.nframes},)")
+    bounds = np.cumsum((0, *(system.set_nframes or (system.nframes,))))
+    per_set = (int(keep[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:]))
+
+    def take(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[keep]
+
+    return dataclasses.replace(
+        system, coord=system.coord[keep], box=take(system.box), energy=take(system.energy),
+        force=take(system.force), virial=take(system.virial), set_nframes=tuple(n for n in per_set if n),
+        dropped=(system.dropped or 0) + int((~keep).sum()),
     )
 
 

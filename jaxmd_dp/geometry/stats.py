@@ -19,7 +19,8 @@ all frames of all systems (it does not average per-frame or per-system statistic
     dstd[t, :, 0] = std(S_r, Q_r, N_r), dstd[t, :, 1:4] = std(S_a, Q_a, N_a)
     std(S, Q, N) = sqrt(max(Q/N − (S/N)², 0)), raised to ``protect`` when below it (data_stat_protect)
 
-(the a-part std is taken around its own mean S_a/N_a although davg stores 0 there). A type with no
+(the a-part std is taken around its own mean S_a/N_a although davg stores 0 there; with
+``set_davg_zero`` davg is 0 in every slot and dstd is the same, still taken around the data's mean). A type with no
 centre atom in the sample gets davg 0 and dstd 0.1 (``StatItem`` defaults). Every slot of a type gets
 the same values. Neighbours come from ``neighbor.allocate``/``build`` (the nearest sel[t] of each type);
 DeePMD-kit first keeps the sum(sel) nearest of any type, then sel[t] per type, which differs only for
@@ -263,22 +264,27 @@ def _std(s: float, q: float, n: float, protect: float) -> float:
     return protect if abs(val) < protect else val
 
 
-def stats_from_sums(sums: np.ndarray, nnei: int, protect: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
-    """davg, dstd (ntypes, nnei, 4) from :func:`env_mat_sums` output (EnvMatStatSe.__call__)."""
+def stats_from_sums(sums: np.ndarray, nnei: int, protect: float = 0.01,
+                    set_davg_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """davg, dstd (ntypes, nnei, 4) from :func:`env_mat_sums` output (EnvMatStatSe.__call__).
+
+    set_davg_zero (``model.descriptor.set_davg_zero``): davg stays 0 everywhere, dstd is unchanged (still
+    the spread around the data's mean), as DeePMD-kit's ``compute_input_stats`` keeps its zero mean and
+    copies only the std in."""
     sums = np.asarray(sums, np.float64)
     ntypes = sums.shape[0]
     davg = np.zeros((ntypes, nnei, 4))
     dstd = np.zeros((ntypes, nnei, 4))
     for t in range(ntypes):
         nr, sr, qr, sa, qa = sums[t]
-        davg[t, :, 0] = sr / nr if nr > 0 else 0.0
+        davg[t, :, 0] = sr / nr if nr > 0 and not set_davg_zero else 0.0
         dstd[t, :, 0] = _std(sr, qr, nr, protect)
         dstd[t, :, 1:] = _std(sa, qa, 3.0 * nr, protect)
     return davg, dstd
 
 
 def env_mat_stats(
-    frames: Iterable[dict], hyper, protect: float = 0.01, method: str = "auto"
+    frames: Iterable[dict], hyper, protect: float = 0.01, method: str = "auto", set_davg_zero: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """DeePMD-kit's environment-matrix statistics (``EnvMatStatSe``) of ``frames``.
 
@@ -287,11 +293,13 @@ def env_mat_stats(
       hyper: a ``ModelHyper`` (rcut, rcut_smth, sel, ntypes).
       protect: ``data_stat_protect``, the floor of every std (1/Å).
       method: neighbour-list method, see :func:`env_mat_sums`.
+      set_davg_zero: davg 0 everywhere, dstd unchanged (see :func:`stats_from_sums`).
 
     Returns:
       davg, dstd: (ntypes, nnei, 4) float64, 1/Å; davg[..., 1:] = 0; identical rows for every slot.
     """
-    return stats_from_sums(env_mat_sums(frames, hyper, method=method), int(sum(hyper.sel)), protect)
+    return stats_from_sums(env_mat_sums(frames, hyper, method=method), int(sum(hyper.sel)), protect,
+                           set_davg_zero)
 
 
 # ----------------------------------------------------------------------------- energy bias

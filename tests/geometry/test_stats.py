@@ -7,6 +7,7 @@ import itertools
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -28,6 +29,13 @@ from jaxmd_dp.geometry.stats import (  # noqa: E402
 from jaxmd_dp.model.energy import ModelHyper  # noqa: E402
 
 WATER = ("O", "H")
+
+
+def se_a_hyper(type_map, sel, rcut, rcut_smth) -> ModelHyper:
+    """An se_e2_a model of these neighbour-list needs, DeePMD-kit's defaults for the rest."""
+    return ModelHyper.from_deepmd({"type_map": list(type_map), "fitting_net": {},
+                                   "descriptor": {"type": "se_e2_a", "sel": list(sel), "rcut": rcut,
+                                                  "rcut_smth": rcut_smth}})
 
 
 # ----------------------------------------------------------------------------- numpy reference
@@ -171,7 +179,7 @@ def synthetic_hyper(batches, rcut=4.0, rcut_smth=1.5):
     s0 = int(counts[:, 0].max()) - 1
     s1 = int(counts.sum(1).max()) - s0 + 1
     assert s0 >= 1 and (counts[:, 0] > s0).any() and (counts.sum(1) <= s0 + s1).all()
-    return ModelHyper(WATER, (s0, s1), rcut, rcut_smth)
+    return se_a_hyper(WATER, (s0, s1), rcut, rcut_smth)
 
 
 def test_env_mat_stats_synthetic_matches_numpy():
@@ -213,7 +221,7 @@ def test_env_mat_stats_absent_type_defaults():
     """A centre type that never occurs: davg 0, dstd 0.1 (DeePMD-kit's StatItem defaults)."""
     b = synthetic_batches()[1]
     b = dict(b, atype=np.where(b["atype"] == 0, 1, b["atype"]))  # only type 1 (and padding)
-    hyper = ModelHyper(WATER, (4, 12), 4.0, 1.5)
+    hyper = se_a_hyper(WATER, (4, 12), 4.0, 1.5)
     davg, dstd = env_mat_stats([b], hyper)
     assert np.all(davg[0] == 0) and np.all(dstd[0] == 0.1)
     rdavg, rdstd = ref_stats([b], hyper)
@@ -226,7 +234,7 @@ def test_env_mat_stats_real_water_matches_numpy():
     s0 = load_system(root / "data_0", list(WATER))
     s1 = load_system(root / "data_1", list(WATER))
     batches = [make_batch(s0, [0, 41]), make_batch(s1, [5, 150])]
-    hyper = ModelHyper(WATER, (46, 92), 6.0, 0.5)
+    hyper = se_a_hyper(WATER, (46, 92), 6.0, 0.5)
     davg, dstd = env_mat_stats(batches, hyper)
     rdavg, rdstd = ref_stats(batches, hyper)
     np.testing.assert_allclose(davg, rdavg, rtol=0, atol=1e-10)
@@ -387,7 +395,7 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed
     root = require(data)
     types = list(WATER) if data == "water" else ["C", "H", "O"]
     systems = [load_system(root / n, types) for n in names]
-    hyper = ModelHyper(tuple(types), sel, *cut)
+    hyper = se_a_hyper(types, sel, *cut)
     idx = sample_stat_indices([s.nframes for s in systems], [1] * len(systems), nbatch=4, seed=2)
     scan = neighbor_stat(systems, cut[0], len(types), rcut_smth=cut[1], sum_frames=idx, chunk=3)
     assert np.all(scan.max_nbor_per_system <= np.asarray(sel))  # no overflow: both sum every neighbour
@@ -410,3 +418,41 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed
     np.testing.assert_allclose(scanned_sums(frames, scan.env_sums_per_system, hyper.nnei), want, rtol=1e-12)
     assert np.isnan(scan.env_sums_per_system[0]).any()
     assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
+
+
+# ----------------------------------------------------------------------------- set_davg_zero
+DAVG_ZERO = Path(__file__).absolute().parents[1] / "data" / "deepmd_set_davg_zero"
+
+
+def test_set_davg_zero_keeps_dstd_and_zeroes_davg():
+    """DeePMD-kit's compute_input_stats with set_davg_zero: the mean stays 0, the std is the one computed
+    without it (around the data's mean, not around 0)."""
+    hyper = SimpleNamespace(ntypes=2, sel=(46, 92), nnei=138, rcut=6.0, rcut_smth=0.5)
+    frames = sample_stat_frames([load_system(require("water/data_0"), list(WATER))], 2, seed=3, batch_size=1)
+    davg, dstd = env_mat_stats(frames, hyper)
+    davg0, dstd0 = env_mat_stats(frames, hyper, set_davg_zero=True)
+    assert np.all(davg[:, :, 0] > 0) and np.all(davg0 == 0.0)
+    np.testing.assert_array_equal(dstd0, dstd)
+    sums = env_mat_sums(frames, hyper)
+    zero, std = stats_from_sums(sums, hyper.nnei, set_davg_zero=True)
+    assert np.all(zero == 0.0)
+    np.testing.assert_array_equal(std, dstd)
+
+
+def test_set_davg_zero_matches_deepmd_kit_on_its_training_frames():
+    """The fixture's statistics saw all 8 training frames (data_stat_nbatch 10 >= 8 batches of 1), so ours
+    on the same frames are DeePMD-kit's: mean 0, stddev and energy bias to rounding."""
+    cfg = json.loads((DAVG_ZERO / "input.json").read_text())
+    hyper = hyper_from_deepmd(cfg["model"])
+    sd = load_state_dict(DAVG_ZERO / "params.npz")
+    key = "model.Default.atomic_model."
+    ref_davg, ref_dstd = sd[key + "descriptor.sea.mean"], sd[key + "descriptor.sea.stddev"]
+    ref_bias = sd[key + "out_bias"][0, :, 0]
+    water = load_system(require("water/data_0"), list(hyper.type_map))
+    with np.load(DAVG_ZERO / "predictions.npz") as z:
+        train_frames = z["train_frames"]
+    batch = make_batch(water, train_frames)
+    davg, dstd = env_mat_stats([batch], hyper, cfg["model"].get("data_stat_protect", 0.01), set_davg_zero=True)
+    assert np.all(ref_davg == 0.0) and np.all(davg == 0.0)
+    assert np.max(np.abs(dstd - ref_dstd)) <= 1e-12 * np.max(ref_dstd)
+    np.testing.assert_allclose(energy_bias([batch], hyper.ntypes), ref_bias, rtol=1e-12)
