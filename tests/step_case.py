@@ -8,8 +8,12 @@ from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.schedule import exp_decay
 from jaxmd_dp.train.step import make_optimizer, make_train_step
 
-HYPER = ModelHyper(type_map=("A", "B"), sel=(8, 16), rcut=3.5, rcut_smth=0.8, neuron=(4, 8), axis_neuron=2,
-                   fit_neuron=(8, 8))
+HYPER = ModelHyper.from_deepmd({
+    "type_map": ["A", "B"],
+    "descriptor": {"type": "se_e2_a", "sel": [8, 16], "rcut": 3.5, "rcut_smth": 0.8, "neuron": [4, 8], "axis_neuron": 2,
+                   "type_one_side": True},
+    "fitting_net": {"neuron": [8, 8]},
+})
 # host statistics in DeePMD-kit's structure (davg in column 0 only, one dstd), per type and slot
 STATS = Stats(np.full((2, 24, 4), 0.05) * [1, 0, 0, 0], np.full((2, 24, 4), 0.7), np.array([-1.0, -2.0]))
 

@@ -1,15 +1,22 @@
-"""Energy fitting: one fitting net per centre type, descriptor → atomic energy (eV)."""
+"""Energy fitting: one fitting net per centre type, descriptor → atomic energy (eV).
+
+:class:`FittingHyper` holds its hyper-parameters (``model.fitting_net``), :class:`EnergyFitting` is the
+Flax module.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+import re
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxmd_dp.model.descriptor import DTYPES, precision_name
+from jaxmd_dp.model.fast.type_groups import default_capacity, gather_type, put_atoms, take_atoms, take_atoms_rev
 from jaxmd_dp.model.nets import FittingNet
-from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms, take_atoms_rev
 
 
 class EnergyFitting(nn.Module):
@@ -28,9 +35,9 @@ class EnergyFitting(nn.Module):
     def __call__(self, D: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
                  reverse_only: bool = False) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms): each net runs on its
-        type's atoms only (see :mod:`jaxmd_dp.model.type_groups`). reverse_only: the training step's path,
+        type's atoms only (see :mod:`jaxmd_dp.model.fast.type_groups`). reverse_only: the training step's path,
         differentiated in reverse mode only: the type blocks' gathers then have gathers as their VJP
-        (:func:`~jaxmd_dp.model.type_groups.take_atoms_rev`); forward mode (``jax.jvp``, Hessians) needs False."""
+        (:func:`~jaxmd_dp.model.fast.type_groups.take_atoms_rev`); forward mode (``jax.jvp``, Hessians) needs False."""
         capacity = capacity or default_capacity(self.ntypes, D.shape[1])
         out = jnp.zeros(D.shape[:-1], self.dtype)
         for t in range(self.ntypes):
@@ -39,3 +46,48 @@ class EnergyFitting(nn.Module):
             block = take_atoms_rev(D, atype, t, order, valid) if reverse_only else take_atoms(D, order)
             out = put_atoms(out, order, valid, net(block)[..., 0])
         return out
+
+
+_DEEPMD_NET = re.compile(r"fitting_net\.filter_layers\.networks\.(\d+)\.layers\.(\d+)\.(matrix|bias|idt)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class FittingHyper:
+    """The energy fitting nets' hyper-parameters (``model.fitting_net``): neuron, hidden widths; resnet_dt,
+    a learned timestep on the hidden layers' skips; activation (DeePMD-kit's ``activation_function``);
+    precision, the nets' dtype name (DeePMD-kit's "default" read as float64). In the flat ``hyper`` dict of
+    model files each key has the prefix ``fit_``."""
+
+    neuron: tuple[int, ...]
+    resnet_dt: bool
+    activation: str
+    precision: str
+
+    @classmethod
+    def from_config(cls, section) -> FittingHyper:
+        """From a :class:`jaxmd_dp.config.FittingNetConfig`."""
+        return cls(tuple(section.neuron), bool(section.resnet_dt), section.activation_function,
+                   precision_name(section.precision))
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f"fit_{f.name}" for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FittingHyper:
+        """From the flat ``hyper`` dict of a model file (its ``fit_*`` keys, every one present)."""
+        return cls(tuple(d["fit_neuron"]), d["fit_resnet_dt"], d["fit_activation"], d["fit_precision"])
+
+    def to_dict(self) -> dict:
+        return {"fit_neuron": list(self.neuron), "fit_resnet_dt": self.resnet_dt, "fit_activation": self.activation,
+                "fit_precision": self.precision}
+
+    def module(self, ntypes: int) -> EnergyFitting:
+        return EnergyFitting(ntypes, self.neuron, self.resnet_dt, self.activation, DTYPES[self.precision])
+
+    @staticmethod
+    def deepmd_param_path(key: str) -> tuple[str, ...] | None:
+        """``fitting_net.filter_layers.networks.{t}.layers.{l}.{leaf}`` → (fitting, fit_{t}, layer_{l}, leaf),
+        or None for any other key."""
+        m = _DEEPMD_NET.match(key)
+        return None if m is None else ("fitting", f"fit_{m[1]}", f"layer_{m[2]}", m[3])

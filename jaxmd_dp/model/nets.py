@@ -48,10 +48,9 @@ def _normal(name: str):
 
 
 # Every matmul of the nets and descriptor at the operands' full precision. On a GPU, XLA's default for
-# float32 is TF32 (10-bit mantissa): all four float32 fixture models then missed DeePMD-kit's predictions
-# (one by 5.6e-4 relative; H200, session 23) against a bound of 1e-5. On the CPU the setting changes nothing.
-# On the GPU float32 compiles took about twice float64's while XLA autotuned the GEMMs (water 29.8-48.4 against
-# 19.4 s); without that (jaxmd_dp/compile_options.py) 15.2 against 13.5 s (H200, session 42).
+# float32 is TF32 (10-bit mantissa): the float32 fixture models then miss DeePMD-kit's predictions by more
+# than the 1e-5 bound. On the CPU the setting changes nothing. On a GPU, XLA's autotuning of these full-precision
+# GEMMs lengthens the float32 compile, so the steps are compiled without it (jaxmd_dp/runtime/compile_options.py).
 PRECISION = jax.lax.Precision.HIGHEST
 
 
@@ -136,7 +135,8 @@ class EmbeddingNet(nn.Module):
 
     @nn.compact
     def __call__(self, s: jax.Array, ds: jax.Array | None = None):
-        """G(s); with a tangent ds (..., 1) also G'(s)·ds → (G, dG) (for :mod:`embed_table`'s nodes)."""
+        """G(s); with a tangent ds (..., 1) also G'(s)·ds → (G, dG) (for the nodes of
+        :mod:`~jaxmd_dp.model.fast.embed_table`)."""
         return _hidden_layers(s, self.neuron, self.activation, self.resnet_dt, self.dtype, ds)
 
 

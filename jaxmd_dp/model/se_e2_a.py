@@ -8,11 +8,18 @@ For a centre atom i with normalised environment matrix R (nnei × 4) the descrip
 where nnei = sum(sel) is a constant (empty slots count, as in DeePMD-kit). Embedding nets: one per
 neighbour type (``type_one_side``), else one per (neighbour type, centre type) pair, DeePMD-kit's net
 index neighbour_type·ntypes + centre_type.
+
+:class:`SeE2A` is the descriptor as the rest of the code sees it (:mod:`jaxmd_dp.model.descriptor`): its
+hyper-parameters (``model.descriptor``), statistics (:mod:`jaxmd_dp.geometry.stats`), DeePMD-kit's weight
+names and its fast paths; :class:`DescriptorSeA` is its Flax module.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+import re
+from collections.abc import Sequence
+from types import SimpleNamespace
 
 import flax.linen as nn
 import jax
@@ -20,11 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.pair_partner import section_partners
-from jaxmd_dp.model.embed_table import table_env_product
+from jaxmd_dp.geometry.stats import env_mat_stats, scanned_sums, stats_from_sums
+from jaxmd_dp.model.descriptor import DTYPES, Descriptor, FastPaths, precision_name
+from jaxmd_dp.model.fast.embed_table import table_env_product
+from jaxmd_dp.model.fast.pair_pack import Packing, empty_slot_term, packed_embedding
+from jaxmd_dp.model.fast.train_products import descriptor_product_train, env_product_train
+from jaxmd_dp.model.fast.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
-from jaxmd_dp.model.pair_pack import Packing, empty_slot_term, packed_embedding
-from jaxmd_dp.model.train_products import descriptor_product_train, env_product_train
-from jaxmd_dp.model.type_groups import default_capacity, gather_type, put_atoms, take_atoms
 
 
 def env_product(R: jax.Array, G: jax.Array) -> jax.Array:
@@ -53,10 +62,10 @@ class DescriptorSeA(nn.Module):
                  packing: Packing | None = None) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms); used to run the
         centre-type embedding nets (type_one_side false) on their type's atoms only.
-        packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.pair_pack`); same D.
+        packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.fast.pair_pack`); same D.
         With ``packing.keep``, R holds only the first keep[t] slots of each type's section. Packing is
         the training step's path (:func:`env_product_train`); with ``packing.table`` Rᵀ·G comes from
-        a node table of each net instead (:mod:`jaxmd_dp.model.embed_table`)."""
+        a node table of each net instead (:mod:`jaxmd_dp.model.fast.embed_table`)."""
         R = R.astype(self.dtype)
         nets = {}
 
@@ -106,3 +115,82 @@ class DescriptorSeA(nn.Module):
         else:  # the training path: derivatives written out (reverse mode only)
             D = descriptor_product_train(T, self.axis_neuron)
         return D.reshape(D.shape[:2] + (-1,))
+
+
+_DEEPMD_NET = re.compile(r"descriptor\.sea\.filter_layers\.networks\.(\d+)\.layers\.(\d+)\.(matrix|bias|idt)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class SeE2A(Descriptor):
+    """se_e2_a's hyper-parameters (``model.descriptor``, DeePMD-kit's names; ``activation`` is its
+    ``activation_function``, ``precision`` the nets' dtype name, DeePMD-kit's "default" read as float64).
+
+    sel: (ntypes,) slots per neighbour type; rcut, rcut_smth: Å; neuron: embedding-net widths (M1 =
+    neuron[-1]); axis_neuron: M2; type_one_side: one embedding net per neighbour type (else one per
+    (neighbour, centre) type pair); resnet_dt: a learned timestep on the embedding layers' skips.
+    """
+
+    type_name = "se_e2_a"
+    aliases = ("se_a",)
+    deepmd_stat_keys = ("descriptor.sea.mean", "descriptor.sea.stddev")
+
+    sel: tuple[int, ...]
+    rcut: float
+    rcut_smth: float
+    neuron: tuple[int, ...]
+    axis_neuron: int
+    type_one_side: bool
+    resnet_dt: bool
+    activation: str
+    precision: str
+
+    @classmethod
+    def from_config(cls, section, sel: tuple[int, ...] | None = None) -> SeE2A:
+        """From a :class:`jaxmd_dp.config.DescriptorConfig`; ``sel`` replaces the section's (e.g. "auto"
+        resolved from the data)."""
+        sel = section.sel if sel is None else sel
+        if isinstance(sel, str):
+            raise ValueError(f"descriptor sel is {sel!r}, not a list")
+        return cls(tuple(int(s) for s in sel), float(section.rcut), float(section.rcut_smth),
+                   tuple(section.neuron), int(section.axis_neuron), bool(section.type_one_side),
+                   bool(section.resnet_dt), section.activation_function, precision_name(section.precision))
+
+    def module(self, ntypes: int) -> DescriptorSeA:
+        return DescriptorSeA(ntypes, self.sel, self.neuron, self.axis_neuron, self.type_one_side, self.resnet_dt,
+                             self.activation, DTYPES[self.precision])
+
+    @property
+    def dim_out(self) -> int:
+        return self.neuron[-1] * self.axis_neuron
+
+    @property
+    def nlist_sel(self) -> tuple[int, ...]:
+        return self.sel
+
+    def env_stats(self, frames, ntypes: int, protect: float, scan=None,
+                  set_davg_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """DeePMD-kit's ``EnvMatStatSe`` (:mod:`jaxmd_dp.geometry.stats`): per centre type, one shift and
+        scale for every slot. With a ``scan`` that summed the sampled frames' environment matrices (its
+        systems begin with the frames'), the sums are added up from it instead of a second pass over the
+        frames, unless some sampled system has more neighbours of a type than sel (then only the nearest
+        sel count: the pass over the frames does that)."""
+        sums = None
+        if scan is not None and scan.env_sums_per_system is not None and all(
+                np.all(scan.max_nbor_per_system[f["sys_index"]] <= np.asarray(self.sel)) for f in frames):
+            sums = scanned_sums(frames, scan.env_sums_per_system, self.nnei)  # None if a frame was not summed
+        if sums is not None:
+            return stats_from_sums(sums, self.nnei, protect, set_davg_zero)
+        needs = SimpleNamespace(ntypes=ntypes, sel=self.sel, rcut=self.rcut, rcut_smth=self.rcut_smth)
+        return env_mat_stats(frames, needs, protect, set_davg_zero=set_davg_zero)
+
+    def deepmd_param_path(self, key: str) -> tuple[str, ...] | None:
+        """``descriptor.sea.filter_layers.networks.{k}.layers.{l}.{leaf}`` → (descriptor, embed_{k},
+        layer_{l}, leaf): DeePMD-kit's net k is :meth:`DescriptorSeA.embedding_index`'s."""
+        m = _DEEPMD_NET.match(key)
+        return None if m is None else ("descriptor", f"embed_{m[1]}", f"layer_{m[2]}", m[3])
+
+    @property
+    def fast_paths(self) -> FastPaths:
+        """Pair packing and tables always; pair partners with one net per neighbour type (both slots of a
+        same-type pair then run the same net on the same s)."""
+        return FastPaths(pack=True, table=True, partners=self.type_one_side)

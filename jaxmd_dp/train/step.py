@@ -20,6 +20,7 @@ from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
+from jaxmd_dp.model.plan import ExecutionPlan
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
 from jaxmd_dp.train.small_leaves import pack, pack_small_leaves
@@ -34,19 +35,27 @@ STORE_KEYS = ("store", "rows", "slots")  # a batch given by its place in the dev
 
 class BatchLayout(NamedTuple):
     """What is static about a batch shape: its neighbour-list spec and the most atoms of each type in a
-    frame (per-type nets run on that many atoms; see :mod:`jaxmd_dp.model.type_groups`)."""
+    frame (per-type nets run on that many atoms; see :mod:`jaxmd_dp.model.fast.type_groups`), and the model's
+    fast paths (:class:`~jaxmd_dp.model.plan.ExecutionPlan`, :attr:`plan`)."""
 
     spec: neighbor.NeighborSpec
     capacity: tuple[int, ...]
     kernels: str = "auto"  # "pallas" | "jnp" | "auto" (Pallas on GPU); $JAXMD_DP_KERNELS overrides auto
-    pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.pair_pack);
-    # with pack or table, spec.sel may be below the model's sel: the slots the data fills (pair_pack.keep_sizes)
-    table: int = 0  # > 0: Rᵀ·G from a table of this many nodes of each embedding net (model.embed_table)
+    pack: tuple[int, ...] | None = None  # embedding nets on real pairs, blocks this big (model.fast.pair_pack);
+    # with pack or table, spec.sel may be below the model's sel: the slots the data fills (model.plan.keep_sizes)
+    table: int = 0  # > 0: Rᵀ·G from a table of this many nodes of each embedding net (model.fast.embed_table)
     merged: bool = False  # batches merged into one list of atoms (train.merge); spec.sel: the lists' slots
     uniform_empty: bool = False  # the statistics' empty rows are the same in every slot of a section
-    # (model.pair_pack.uniform_empty): the empty slots' share from one row per section (with pack or table)
+    # (model.plan.uniform_empty): the empty slots' share from one row per section (with pack or table)
     share: bool = False  # with pack: the nets run once per pair of same-type atoms (geometry.pair_partner);
     # pack then bounds the pairs with each same-type pair counted once
+
+    @property
+    def plan(self) -> ExecutionPlan:
+        """The model's execution plan for batches of this layout, without the pair partners (a batch's own,
+        given with ``share``); the list's slots ``spec.sel`` are the plan's ``keep``."""
+        kernels = None if self.kernels == "auto" else self.kernels
+        return ExecutionPlan(self.capacity, kernels, self.pack, self.spec.sel, self.table, self.uniform_empty)
 
 
 class TrainState(NamedTuple):
@@ -167,7 +176,8 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
         batch = take_rows(batch)
     spec = layout.spec
     box = batch["box"] if spec.pbc else None
-    kernels = None if layout.kernels == "auto" else layout.kernels
+    plan = layout.plan
+    kernels = plan.kernels
     if "nl_idx" in batch:  # always with merged batches (train.merge)
         nl = neighbor.NeighborList(batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype),
                                    None, None)
@@ -180,14 +190,12 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
         partner = batch.get("nl_pair")
         if partner is None:
             partner = pair_partners(nl.idx, nl.shift, batch["atype"], spec.sel, neighbor.holds_atoms_once(spec))
-    # spec.sel: the slots the list holds (keep)
+    plan = plan._replace(partner=partner)
     if layout.merged:
         pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
-                              batch["energy"].shape[0], layout.capacity, layout.pack, spec.sel, layout.table,
-                              layout.uniform_empty, partner)
+                              batch["energy"].shape[0], plan=plan)
     else:
-        pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, layout.capacity, kernels,
-                       layout.pack, spec.sel, layout.table, layout.uniform_empty, partner)
+        pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, plan=plan)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
     return loss, metrics
@@ -239,11 +247,9 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: 
 
     evals: how many evaluation batches the run will take (0: few). The step runs once per batch of every
     ``disp_freq`` steps, so its compile is cut short where a faster run would not pay for it: XLA's backend
-    optimisation level 1 of 3 always (on the water step 1.5–1.7 s against 1.8 s, and no slower: 11.5–12.9
-    against 13.7–18.8 ms, 3 runs each), and XLA CPU's older element-wise emitters below
-    :data:`MANY_EVALS` batches (water, table 64, session 29: 1.4 against 2.4 CPU-seconds of compile, on
-    the two cores the first training step's compile also uses, but 9.9 against 8.0 ms a batch in float32;
-    10.7 against 8.2 ms and 14.2 against 11.3 ms in float64 in another measure)."""
+    optimisation level 1 of 3 always (a shorter compile, and the step no slower), and XLA CPU's older
+    element-wise emitters below :data:`MANY_EVALS` batches (a compile about half as long, on the cores the
+    first training step's compile also uses, for a somewhat slower batch: worth it only for a few batches)."""
     return _eval_step(hyper, prefs, start_lr, evals < MANY_EVALS)
 
 

@@ -1,7 +1,5 @@
 """A whole training step with the Pallas kernels (interpreted on CPU) equals the jnp step."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +14,7 @@ from step_case import HYPER, STATS, random_batch, train_step_for
 @pytest.mark.parametrize("pbc", [True, False])
 def test_train_step_pallas_equals_jnp(pbc):
     rng = np.random.default_rng(1)
-    hyper = dataclasses.replace(HYPER, type_one_side=False, resnet_dt=True)
+    hyper = HYPER.replace(type_one_side=False, resnet_dt=True)
     batch, box, atype = random_batch(rng, 20, 2, pbc)
     spec = neighbor.allocate(batch["coord"], box, hyper.rcut, hyper.sel, method="brute")
     step, opt = train_step_for(hyper)

@@ -1,4 +1,4 @@
-"""The embedding net's value and slope with a written-out VJP (jaxmd_dp.model.embed_slope) against autodiff
+"""The embedding net's value and slope with a written-out VJP (jaxmd_dp.model.fast.embed_slope) against autodiff
 of the same net: values, the weight VJP, and the training step's case, the weight gradient of a loss on
 ∂/∂s through G + G′·(s − s̄)."""
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmd_dp.model.embed_slope import net_value_and_slope, with_slope
+from jaxmd_dp.model.fast.embed_slope import net_value_and_slope, with_slope
 from jaxmd_dp.model.nets import EmbeddingNet
 
 # (neuron, resnet_dt, activation): skips of out = 2·in and out = in, idt or not; gelu takes the autodiff path

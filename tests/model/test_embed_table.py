@@ -13,10 +13,11 @@ import pytest
 
 from fixture_models import load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
-from jaxmd_dp.model.embed_table import outer, quintic_basis, table_env_product
+from jaxmd_dp.model.fast.embed_table import outer, quintic_basis, table_env_product
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.nets import EmbeddingNet
-from jaxmd_dp.model.pair_pack import pair_counts
+from jaxmd_dp.model.plan import ExecutionPlan
+from jaxmd_dp.model.fast.pair_pack import pair_counts
 from jaxmd_dp.model.se_e2_a import env_product
 
 RNG = np.random.default_rng(3)
@@ -142,7 +143,7 @@ def test_table_predictions_and_weight_gradient_match_exact(cu_case):
 
     def run(params, table, pack=sizes):
         nl = build(spec, coord, box, atype, order="any")
-        return predict(hyper, params, stats, coord, box, atype, nl, None, None, pack, None, table)
+        return predict(hyper, params, stats, coord, box, atype, nl, plan=ExecutionPlan(pack=pack, table=table))
 
     def loss(params, table):
         pr = run(params, table)

@@ -1,7 +1,5 @@
 """Our se_e2_a with DeePMD-kit's weights gives DeePMD-kit's energies, forces, virials, atomic energies."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +8,7 @@ import pytest
 from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
+from jaxmd_dp.model.plan import ExecutionPlan
 
 
 def _predict(name, precision, capacity=None):
@@ -17,14 +16,14 @@ def _predict(name, precision, capacity=None):
     box = p.get("box")
     dtype = jnp.float64
     if precision == "float32":
-        hyper = dataclasses.replace(hyper, precision="float32", fit_precision="float32")
+        hyper = hyper.replace(precision="float32", fit_precision="float32")
         params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), params)
     spec = allocate(p["coord"], box, hyper.rcut, hyper.sel)
 
     @jax.jit
     def run(coord, box, atype):
         nl = build(spec, coord, box, atype)
-        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, capacity), nl.nneigh
+        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, plan=ExecutionPlan(capacity)), nl.nneigh
 
     coord = jnp.asarray(p["coord"], dtype)
     out, nneigh = run(coord, None if box is None else jnp.asarray(box, dtype), jnp.asarray(p["atype"]))

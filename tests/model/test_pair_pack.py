@@ -1,4 +1,4 @@
-"""Embedding nets on real pairs only (model.pair_pack) give the dense model's numbers: DeePMD-kit's
+"""Embedding nets on real pairs only (model.fast.pair_pack) give the dense model's numbers: DeePMD-kit's
 fixtures to 1e-10 with the tightest block sizes, and the same weight gradient through the forces. Also
 with the neighbour list cut to the slots an atom fills (``keep``), the rest counted as empty slots."""
 
@@ -11,8 +11,9 @@ import pytest
 from fixture_models import FIXTURES, load_fixture, max_rel
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
-from jaxmd_dp.model.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_maps, pack_sizes,
-                                     pair_counts, take, uniform_empty)
+from jaxmd_dp.model.fast.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_maps,
+                                          pack_sizes, pair_counts, take, uniform_empty)
+from jaxmd_dp.model.plan import ExecutionPlan
 
 
 def pack(x, idx, inv, mask, valid):
@@ -96,7 +97,7 @@ def test_packed_matches_deepmd_kit(name, keep):
     @jax.jit
     def run(coord, box, atype):
         nl = build(spec, coord, box, atype, order="any")
-        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, None, None, sizes, held)
+        return predict(hyper, params, Stats(*stats), coord, box, atype, nl, plan=ExecutionPlan(pack=sizes, keep=held))
 
     out = run(jnp.asarray(p["coord"]), None if box is None else jnp.asarray(box), jnp.asarray(p["atype"]))
     for key in ("energy", "force", "virial", "atom_energy"):
@@ -120,7 +121,7 @@ def test_packed_weight_gradient_through_forces(name):
 
     def loss(params, spec, pack_sizes, held):
         nl = build(spec, coord, box, atype, order="any")
-        pr = predict(hyper, params, st, coord, box, atype, nl, None, None, pack_sizes, held)
+        pr = predict(hyper, params, st, coord, box, atype, nl, plan=ExecutionPlan(pack=pack_sizes, keep=held))
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
 
     dense = jax.jit(jax.value_and_grad(lambda q: loss(q, dense_spec, None, None)))(params)
@@ -147,7 +148,8 @@ def test_uniform_empty_rows_change_no_number(name):
 
     def loss(params, spec, pack_sizes, held, table, uniform):
         nl = build(spec, coord, box, atype, order="any")
-        pr = predict(hyper, params, st, coord, box, atype, nl, None, None, pack_sizes, held, table, uniform)
+        pr = predict(hyper, params, st, coord, box, atype, nl,
+                     plan=ExecutionPlan(pack=pack_sizes, keep=held, table=table, uniform_empty=uniform))
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2), pr
 
     dense = jax.jit(jax.value_and_grad(lambda q: loss(q, dense_spec, None, None, 0, False), has_aux=True))(params)
@@ -219,7 +221,8 @@ def test_shared_pairs_change_no_number(name):
         assert 2 * kept[0] <= sizes[0] + 1
 
     def run(pk, pt):
-        return predict(hyper, params, st, coord, box, atype, nl, None, None, pk, held, 0, True, pt)
+        return predict(hyper, params, st, coord, box, atype, nl,
+                       plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=pt))
 
     one, shared = jax.jit(lambda: run(sizes, None))(), jax.jit(lambda: run(tuple(kept), partner))()
     for key in ("energy", "force", "virial", "atom_energy"):
@@ -229,7 +232,7 @@ def test_shared_pairs_change_no_number(name):
     def loss(q, pk, pt):
         sl = lambda x: x[:1]  # noqa: E731
         pr = predict(hyper, q, st, sl(coord), sl(box), atype, jax.tree_util.tree_map(sl, nl._replace(cell_overflow=None)),
-                     None, None, pk, held, 0, True, None if pt is None else sl(pt))
+                     plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=None if pt is None else sl(pt)))
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
 
     ga = jax.jit(jax.grad(lambda q: loss(q, sizes, None)))(params)
@@ -244,5 +247,5 @@ def test_partners_need_one_net_per_neighbour_type():
     coord, atype, box = jnp.asarray(p["coord"][:1]), jnp.asarray(p["atype"]), jnp.asarray(p["box"][:1])
     nl = build(spec, coord, box, atype, order="any")
     with pytest.raises(ValueError, match="type_one_side"):
-        predict(hyper, params, Stats(*stats), coord, box, atype, nl, None, None, sizes, held, 0, True,
-                jnp.full(nl.idx.shape, -1))
+        predict(hyper, params, Stats(*stats), coord, box, atype, nl,
+                plan=ExecutionPlan(pack=sizes, keep=held, uniform_empty=True, partner=jnp.full(nl.idx.shape, -1)))

@@ -12,7 +12,6 @@ Finite differences are central, h = 1e-5 (Å, or strain), float64.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -24,12 +23,15 @@ from jaxmd_dp.geometry.env_mat import env_rows, normalize
 from jaxmd_dp.geometry.neighbor import NeighborList, allocate, build
 from jaxmd_dp.model.energy import DeepPot, ModelHyper, Stats, init_params, predict
 
-HYPER = ModelHyper(
-    type_map=("O", "H"), sel=(12, 24), rcut=4.0, rcut_smth=0.5, neuron=(4, 8), axis_neuron=2, fit_neuron=(8, 8)
-)
+HYPER = ModelHyper.from_deepmd({
+    "type_map": ["O", "H"],
+    "descriptor": {"type": "se_e2_a", "sel": [12, 24], "rcut": 4.0, "rcut_smth": 0.5, "neuron": [4, 8], "axis_neuron": 2,
+                   "type_one_side": True},
+    "fitting_net": {"neuron": [8, 8]},
+})
 HYPERS = {
     "one_side": HYPER,
-    "two_side_resnet_dt": dataclasses.replace(HYPER, type_one_side=False, resnet_dt=True),
+    "two_side_resnet_dt": HYPER.replace(type_one_side=False, resnet_dt=True),
 }
 VARIANTS = tuple(HYPERS)
 # the no-PBC code path does not depend on the hyper-parameters: one variant covers it (one compilation less)

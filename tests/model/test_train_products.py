@@ -1,4 +1,4 @@
-"""The training path's products with written derivatives (:mod:`jaxmd_dp.model.train_products`) keep the
+"""The training path's products with written derivatives (:mod:`jaxmd_dp.model.fast.train_products`) keep the
 plain einsums' numbers and have the forms they were written for:
 
 - ``env_product_train`` (T = Rᵀ·G) and ``descriptor_product_train`` (D = Tᵀ T<) have the plain einsums'
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jaxmd_dp.model.se_e2_a import env_product
-from jaxmd_dp.model.train_products import descriptor_product_train, env_product_train
+from jaxmd_dp.model.fast.train_products import descriptor_product_train, env_product_train
 
 RNG = np.random.default_rng(3)
 R = jnp.asarray(RNG.normal(size=(1, 3, 5, 4)))  # (nf, n, slots, 4)
@@ -72,7 +72,7 @@ def _force_loss_weight_gradient(which):
 def test_element_wise_products_read_their_operands_computed_once(which, loops):
     """One-trip while loops (:func:`~jaxmd_dp.geometry.computed_once.computed_once` on the CPU) hold the
     operands of the element-wise products: T's cotangent in the forces' pass and in the weight gradient's
-    (XLA CPU otherwise fused that sum, a transpose included, into every output element: session 40), the
+    (XLA CPU otherwise fused that sum, a transpose included, into every output element), the
     cotangents of the written products and R transposed (next test). The descriptor's chain runs through
     both products: Rᵀ·G's 5 and D's 4."""
     jaxpr = str(_force_loss_weight_gradient(which))
@@ -94,8 +94,8 @@ def _dot_generals(jaxpr) -> list:
 def test_products_contract_the_left_operands_innermost_axis(which, forward_k4):
     """Every batched dot of the force loss's weight gradient through the product contracts its left
     operand's innermost axis, which XLA CPU hands to its matmul library (on both cores; the others to its
-    generic dot, on one), and none contracts 4 rows (those products are element-wise; bench/RESULTS.md,
-    session 41), but D's own forward product, Σ_a T_a ⊗ T<_a, which XLA CPU runs in the library from a
+    generic dot, on one), and none contracts 4 rows (those products are element-wise), but D's own
+    forward product, Σ_a T_a ⊗ T<_a, which XLA CPU runs in the library from a
     copy of Tᵀ. The plain einsums' derivatives fail it. The test data has no other axis of size 4."""
     dots = _dot_generals(_force_loss_weight_gradient(which).jaxpr)
     k4 = [(shape, axes) for shape, axes in dots if axes == (len(shape) - 2,) and shape[-2] == 4]

@@ -1,11 +1,11 @@
-"""Per-type blocks (jaxmd_dp.model.type_groups): a block that would hold every atom runs in place (no
+"""Per-type blocks (jaxmd_dp.model.fast.type_groups): a block that would hold every atom runs in place (no
 gather or scatter) and gives what the gathered block gives."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.model.type_groups import gather_type, inverse_type, put_atoms, take_atoms, take_atoms_rev
+from jaxmd_dp.model.fast.type_groups import gather_type, inverse_type, put_atoms, take_atoms, take_atoms_rev
 
 RNG = np.random.default_rng(5)
 ATYPE = jnp.asarray([[0, 1, 1, -1, 0, 1], [1, 1, 0, 0, 0, -1]])  # two frames, −1 padding

@@ -15,8 +15,7 @@ virials through R, then the weight gradient through those), in forms that XLA CP
 
 Reverse mode only (``custom_vjp``: no ``jax.jvp``), no vmap (``linear_call``), no second derivative in R or
 T through the written terms (their ``linear_call`` residuals carry no tangent). The training step needs no
-more; elsewhere use the plain einsums (:func:`jaxmd_dp.model.se_e2_a.env_product`). Measured in
-``bench/RESULTS.md``, sessions 12, 40 and 41.
+more; elsewhere use the plain einsums (:func:`jaxmd_dp.model.se_e2_a.env_product`).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import linear_call
 
 from jaxmd_dp.geometry.computed_once import computed_once
-from jaxmd_dp.model.bilinear import with_written_transposes
+from jaxmd_dp.model.fast.bilinear import with_written_transposes
 from jaxmd_dp.model.nets import PRECISION
 
 
@@ -36,7 +35,7 @@ def _outer_sum(U: jax.Array, V: jax.Array) -> jax.Array:
     """Σ_a U_a ⊗ V_a over the 4 rows: U (nf, n, 4, p), V (nf, n, 4, q) → (nf, n, p, q), as four element-wise
     products. V is computed once: as T's cotangent it is a sum of the cotangents of T's readers, which XLA
     CPU otherwise fused, a transpose included, into each output element, itself fused into the packed rows'
-    gather (session 40: the step's gathers 6.9 → 1.4 ms of op time)."""
+    gather, which then recomputed the sum for every element it gathered."""
     V = computed_once(V)
     return sum(U[..., a, :, None] * V[..., a, None, :] for a in range(U.shape[-2]))
 
@@ -82,11 +81,10 @@ def env_product_train(R: jax.Array, G: jax.Array) -> jax.Array:
     """Σ_s R_sᵀ G_s: R (nf, n, s, 4), G (nf, n, s, M1) → T (nf, n, 4, M1), for the training step.
 
     R is transposed to (nf, n, 4, s) and computed once, so that the product and its tangents contract
-    the left operand's innermost axis (water step with huge pages, float32 34.5 → 32.4 ms, float64
-    69.3 → 65.3 ms, session 41). Its VJP is written out: R's cotangent through a product whose G-tangent is
-    element-wise (autodiff gave a batched dot with an inner size of 4; float32 1.3–4.7 ms less work a
-    step), G's cotangent element-wise (:func:`_outer_sum`; 6 ms for the water step's (192, 72, 100)
-    cotangent as a batched dot, session 12)."""
+    the left operand's innermost axis (XLA CPU then hands them to its matmul library). Its VJP is written
+    out: R's cotangent through a product whose G-tangent is element-wise (autodiff gave a batched dot with
+    an inner size of 4, which XLA CPU runs slowly), G's cotangent element-wise (:func:`_outer_sum`; as a
+    batched dot with an inner size of 4 it was one of the step's slowest ops)."""
     return _env_product_rt(computed_once(jnp.swapaxes(R, -1, -2)), G)
 
 
@@ -95,7 +93,7 @@ def descriptor_product_train(T: jax.Array, m2: int) -> jax.Array:
     """D = Tᵀ T[:, :m2] per atom: T (nf, n, 4, M1) → D (nf, n, M1, m2), for the training step. Its VJP
     is written out as two products that contract their left operand's innermost axis, each with an
     element-wise transpose in D's cotangent (autodiff gave batched dots through XLA CPU's generic dot, on
-    one core; water float32 ~2 ms less work a step, session 41)."""
+    one core)."""
     return jnp.einsum("fnam,fnak->fnmk", T, T[..., :m2], precision=PRECISION)
 
 

@@ -118,8 +118,8 @@ def net_value_and_slope(net: EmbeddingNet, s: jax.Array) -> tuple[jax.Array, jax
 def with_slope(G: jax.Array, dG: jax.Array, s: jax.Array) -> jax.Array:
     """G, with G′ as its derivative in s: the value is G and the tangent Ġ + G′·ṡ (as G + G′·(s − s̄) with
     s̄ = s held constant would give, without computing that zero product: G′ is not read for the value, and
-    the weight gradient gets no cotangent for G′ multiplied by s − s̄ = 0; water training step ~2 % shorter,
-    ``bench/RESULTS.md`` session 34). G, dG: (..., M1); s: (..., 1), the net's input with its derivatives."""
+    the weight gradient gets no cotangent for G′ multiplied by s − s̄ = 0, which is less memory traffic in the
+    training step). G, dG: (..., M1); s: (..., 1), the net's input with its derivatives."""
     return G
 
 

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmd_dp.geometry.running_count import running_count
-from jaxmd_dp.model.embed_slope import net_value_and_slope, with_slope
-from jaxmd_dp.model.embed_table import outer
+from jaxmd_dp.model.fast.embed_slope import net_value_and_slope, with_slope
+from jaxmd_dp.model.fast.embed_table import outer
+from jaxmd_dp.model.fast.row_take import take
 from jaxmd_dp.model.nets import PRECISION
-from jaxmd_dp.model.row_take import take
 
 
 class Packing(NamedTuple):
@@ -40,7 +40,7 @@ class Packing(NamedTuple):
       the neighbour list, environment matrix and mask then cover only the first ``keep[t]`` slots of each
       section, and the rest are empty slots, counted by :func:`empty_slot_term`.
     table: (static) 0 to run the embedding nets on the packed pairs; > 0 to take Rᵀ·G from a table of
-      that many nodes of each net instead (:func:`jaxmd_dp.model.embed_table.table_env_product`,
+      that many nodes of each net instead (:func:`jaxmd_dp.model.fast.embed_table.table_env_product`,
       training only).
     uniform: (static) every slot of each neighbour type's section holds the same empty row, for each
       centre type (:func:`uniform_empty`): the empty slots' share is then computed from one row per
@@ -123,9 +123,9 @@ def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
 
 
 # Packing and unpacking are linear maps, each the other's transpose; both are gathers (with partners, a
-# row's transpose takes its slot plus the partner slot, one gather of that sum: water training step 6-7 %
-# shorter than two gathers whose sum XLA recomputed in every reader, bench/RESULTS.md session 34), and
-# :func:`~jaxmd_dp.model.row_take.take` gives each a VJP in terms of the other.
+# row's transpose takes its slot plus the partner slot, one gather of that sum, not two gathers whose sum XLA
+# would recompute in every reader), and
+# :func:`~jaxmd_dp.model.fast.row_take.take` gives each a VJP in terms of the other.
 def pack_maps(mask: jax.Array, size: int, partner: jax.Array | None = None) -> tuple[tuple, tuple]:
     """The two :func:`take` maps of a packed block, each as its (fwd, bwd) specs: (to rows, to slots).
 
@@ -157,10 +157,10 @@ def packed_embedding(net, R: jax.Array, mask: jax.Array, size: int, partner: jax
     its partnered pairs. The derivatives reach the coordinates through the kept slot's s, the same
     function of the pair's distance as the other's.
 
-    The net gives G and its slope G′ (:func:`~jaxmd_dp.model.embed_slope.net_value_and_slope`), so G's
-    derivative in s is G′ (:func:`~jaxmd_dp.model.embed_slope.with_slope`): first derivatives in the
+    The net gives G and its slope G′ (:func:`~jaxmd_dp.model.fast.embed_slope.net_value_and_slope`), so G's
+    derivative in s is G′ (:func:`~jaxmd_dp.model.fast.embed_slope.with_slope`): first derivatives in the
     coordinates (forces, virials) and reverse-mode ones in the weights, as the training step needs; no
-    second derivative in the coordinates (nor has :func:`~jaxmd_dp.model.train_products.env_product_train`).
+    second derivative in the coordinates (nor has :func:`~jaxmd_dp.model.fast.train_products.env_product_train`).
     """
     nf, n, s = mask.shape
     to_rows, to_slots = pack_maps(mask.reshape(nf, n * s), size, partner)

@@ -3,8 +3,8 @@
 :func:`with_written_transposes` turns product(A, B) into a ``custom_jvp`` whose tangent terms are
 ``linear_call``s with the given transposes (either term left to autodiff when its transpose is None).
 Used where autodiff's own transposes run slowly on XLA CPU: the table's outer product
-(:func:`jaxmd_dp.model.embed_table.outer`) and the descriptor's per-atom products
-(:mod:`jaxmd_dp.model.train_products`).
+(:func:`jaxmd_dp.model.fast.embed_table.outer`) and the descriptor's per-atom products
+(:mod:`jaxmd_dp.model.fast.train_products`).
 
 Limits of ``linear_call``: no vmap, and the residual of a written term (the other operand) must carry no
 tangent where the transpose is differentiated again; the training step differentiates the forces in the

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmd_dp.geometry.running_count import running_count
-from jaxmd_dp.model.row_take import take
+from jaxmd_dp.model.fast.row_take import take
 
 
 def gather_type(atype: jax.Array, t: int, capacity: int) -> tuple[jax.Array | None, jax.Array]:
@@ -48,8 +48,8 @@ def take_atoms_rev(x: jax.Array, atype: jax.Array, t: int, order: jax.Array, val
     """:func:`take_atoms` for reverse mode only (the training step): rows ``order`` (nframes, capacity) of x
     (nframes, natoms, ...), the block of type ``t`` from :func:`gather_type`, 0 where not ``valid``, with the
     inverse gather (:func:`inverse_type`) as its VJP instead of a scatter-add into zeros
-    (:func:`~jaxmd_dp.model.row_take.take`): the water training step ~1 ms (float32) and 1.4–1.9 ms (float64)
-    shorter (``bench/RESULTS.md``, session 34). ``order`` None (a block of every atom): x, in place."""
+    (:func:`~jaxmd_dp.model.fast.row_take.take`): a gather reads only the rows it needs, where the scatter writes a
+    whole zero array first. ``order`` None (a block of every atom): x, in place."""
     if order is None:
         return x
     return take(x, ((order, valid),), (inverse_type(atype, t, order.shape[1]),))

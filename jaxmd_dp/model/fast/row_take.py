@@ -3,8 +3,8 @@
 Differentiating a gather gives a scatter-add into zeros, which XLA CPU runs element by element; when the
 transpose of the map is known to be another gather (the rows go back where they came from), giving the
 map a custom VJP in terms of that gather keeps every derivative a gather, the weight gradient through the
-forces included. Used by the pair packing (:mod:`jaxmd_dp.model.pair_pack`) and the per-type blocks of the
-training step (:mod:`jaxmd_dp.model.type_groups`). Reverse mode only (a ``custom_vjp``), as the training
+forces included. Used by the pair packing (:mod:`jaxmd_dp.model.fast.pair_pack`) and the per-type blocks of the
+training step (:mod:`jaxmd_dp.model.fast.type_groups`). Reverse mode only (a ``custom_vjp``), as the training
 step needs.
 """
 

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmd_dp.config import TABLE_MAX_NODES, TABLE_MIN_NODES
-from jaxmd_dp.model.bilinear import with_written_transposes
+from jaxmd_dp.model.fast.bilinear import with_written_transposes
 from jaxmd_dp.model.nets import PRECISION
 
 MIN_NODES, MAX_NODES = TABLE_MIN_NODES, TABLE_MAX_NODES
@@ -75,7 +75,7 @@ def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
     side whose cotangent is needed short. Autodiff's own transposes, reductions over the last few
     entries, ran in XLA CPU's float32 path (YNNPACK) at a fraction of memory speed: 9 ms for the water
     step's b ⊗ R of (192 × 112 × 6 × 4), 2.8 ms for Cu's empty-slot blocks. Its tangents are
-    ``linear_call`` terms (:func:`jaxmd_dp.model.bilinear.with_written_transposes`): no vmap, and a and b
+    ``linear_call`` terms (:func:`jaxmd_dp.model.fast.bilinear.with_written_transposes`): no vmap, and a and b
     must carry no tangent where the transposes are differentiated again (the training step
     differentiates the forces in the weights only)."""
     return a[..., :, None] * b[..., None, :]
@@ -99,7 +99,7 @@ def table_env_product(net, R: jax.Array, mask: jax.Array, nodes: int) -> jax.Arr
 
     R: (nf, n, s, 4) normalised environment rows of one neighbour type's section (s_j = R_j0,
     dimensionless); mask: (nf, n, s) True where a slot holds a neighbour (empty slots add nothing here:
-    their share is :func:`jaxmd_dp.model.pair_pack.empty_slot_term`). Returns (nf, n, 4, M1).
+    their share is :func:`jaxmd_dp.model.fast.pair_pack.empty_slot_term`). Returns (nf, n, 4, M1).
     The grid spans the smallest to the largest real s (held constant under differentiation), so every
     real s lies inside it.
     """

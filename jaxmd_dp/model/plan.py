@@ -1,0 +1,93 @@
+"""How a prediction is executed, as one object: :class:`ExecutionPlan`, the ``plan=`` of
+:func:`~jaxmd_dp.model.energy.atomic_energy`, :func:`~jaxmd_dp.model.energy.predict` and
+:func:`~jaxmd_dp.model.energy.predict_merged`. Every plan gives the same numbers (to rounding); it
+chooses the path: per-type blocks, environment-matrix kernels, and the training step's CPU rewrites of
+:mod:`jaxmd_dp.model.fast`.
+
+The rules that size a plan from the data, for a model (the descriptor says which rewrites apply,
+:attr:`~jaxmd_dp.model.descriptor.Descriptor.fast_paths`): :func:`pack_sizes`, :func:`keep_sizes`,
+:func:`uniform_empty`, :func:`shares_pairs`, :func:`tabulates`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from jaxmd_dp.model.fast import pair_pack
+from jaxmd_dp.model.hyper import ModelHyper
+
+
+class ExecutionPlan(NamedTuple):
+    """How to run the model (every field but ``partner`` static: part of what a step compiles for).
+
+    capacity: the most atoms of each type in a frame, so per-type nets run on their atoms only
+      (:func:`~jaxmd_dp.model.energy.type_capacity`; :mod:`~jaxmd_dp.model.fast.type_groups`); None:
+      natoms for every type.
+    kernels: environment-matrix implementation, "pallas" | "jnp" | "auto" | None (``geometry.env_mat``).
+    pack: the embedding nets on real pairs only, in blocks of this many rows per frame for each neighbour
+      type (:mod:`~jaxmd_dp.model.fast.pair_pack`); every frame must have at most that many real pairs in
+      each type's section (``pair_pack.pair_counts``). None: on every slot.
+    keep: (with ``pack`` or ``table``) the neighbour list holds only the first keep[t] slots of each type's
+      section (a list built with sel = keep, :func:`keep_sizes`); every atom must have at most keep[t]
+      neighbours of type t. None (or sel): every slot.
+    table: > 0: Rᵀ·G from a table of this many nodes of each embedding net instead of the nets on every
+      pair (:mod:`~jaxmd_dp.model.fast.embed_table`, ``training.embedding_table``; ``pack`` is then not
+      used); 0: exact.
+    uniform_empty: (with ``pack`` or ``table``) the statistics give every slot of a neighbour type's
+      section the same empty row (:func:`uniform_empty`): the empty slots' share is computed from one row
+      per section.
+    partner: (nframes, natoms, nkept) int array or None, each slot's reverse pair
+      (:func:`~jaxmd_dp.geometry.pair_partner.pair_partners` of the list): with ``pack``, the nets run once
+      per pair of same-type atoms (:func:`shares_pairs`).
+
+    The plans with ``pack`` or ``table`` are the training step's: first derivatives in the coordinates and
+    reverse mode in the weights only (no ``jax.jvp``, no Hessians). A plan is built inside traced code (its
+    ``partner`` is a traced array), not passed to ``jax.jit`` as an argument.
+    """
+
+    capacity: tuple[int, ...] | None = None
+    kernels: str | None = None
+    pack: tuple[int, ...] | None = None
+    keep: tuple[int, ...] | None = None
+    table: int = 0
+    uniform_empty: bool = False
+    partner: jax.Array | None = None
+
+
+def pack_sizes(hyper: ModelHyper, max_pairs, natoms: int) -> tuple[int, ...] | None:
+    """The plan's ``pack`` for frames of ``natoms`` atoms whose sections hold at most ``max_pairs``
+    (ntypes,) real pairs each; None when the descriptor has no packed path or packing gains nothing
+    (:func:`jaxmd_dp.model.fast.pair_pack.pack_sizes`)."""
+    if not hyper.descriptor.fast_paths.pack:
+        return None
+    return pair_pack.pack_sizes(max_pairs, natoms, hyper.sel)
+
+
+def keep_sizes(hyper: ModelHyper, max_nbor) -> tuple[int, ...]:
+    """The plan's ``keep`` (the neighbour list's sel) for frames whose atoms have at most ``max_nbor``
+    (ntypes,) neighbours of each type: the slots they fill (:func:`jaxmd_dp.model.fast.pair_pack.keep_sizes`);
+    the model's sel when the descriptor has no packed path."""
+    if not hyper.descriptor.fast_paths.pack:
+        return hyper.sel
+    return pair_pack.keep_sizes(max_nbor, hyper.sel)
+
+
+def uniform_empty(hyper: ModelHyper, stats) -> bool:
+    """The plan's ``uniform_empty`` for these statistics (``davg``, ``dstd`` host arrays): every slot of each
+    neighbour type's section holds the same normalised empty row (:func:`jaxmd_dp.model.fast.pair_pack.uniform_empty`;
+    DeePMD-kit's per-type statistics do)."""
+    return pair_pack.uniform_empty(np.asarray(stats.davg), np.asarray(stats.dstd), hyper.sel)
+
+
+def shares_pairs(hyper: ModelHyper) -> bool:
+    """Whether a plan may carry ``partner`` for this model (the descriptor's nets read both slots of a
+    same-type pair alike); the statistics must also be :func:`uniform_empty`."""
+    return hyper.descriptor.fast_paths.partners
+
+
+def tabulates(hyper: ModelHyper) -> bool:
+    """Whether a plan may carry ``table`` for this model."""
+    return hyper.descriptor.fast_paths.table
