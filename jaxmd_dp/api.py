@@ -6,7 +6,7 @@
     use_compile_cache()                               # optional: reuse compiled steps across sessions
     config = load_config("configs/water.yaml", ["training.numb_steps=50"])
     plot = live_plot_callback()                       # a learning curve redrawn at every lcurve line
-    trainer = Trainer(config, "runs/water", log=plot)
+    trainer = Trainer(config, "runs/water", callbacks=[plot])
     trainer.fit(50)
     energy, forces = trainer.model.energy_and_forces(coord, box, atype)   # eV, eV/Å
     model = load_model("runs/water")                  # a run, checkpoint, model directory or frozen file
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from typing import Sequence
 
 import numpy as np
@@ -27,31 +26,46 @@ import numpy as np
 from jaxmd_dp.runtime.compile_cache import use_compile_cache
 from jaxmd_dp.config import load_config
 from jaxmd_dp.model.trained import Model
+from jaxmd_dp.train.callbacks import Callback
 from jaxmd_dp.train.checkpoint import load_trained
 from jaxmd_dp.train.loop import Trainer
 
-__all__ = ["Trainer", "load_config", "Model", "load_model", "LivePlot", "live_plot_callback", "use_compile_cache"]
+__all__ = ["Trainer", "load_config", "Model", "load_model", "as_model", "LivePlot", "live_plot_callback",
+           "use_compile_cache"]
 
 
 def load_model(path: str | os.PathLike) -> Model:
-    """A :class:`Model` from a frozen model file, a model directory, a training output directory or a
-    checkpoint (the latest step)."""
+    """A :class:`Model` from a model file (``.jaxdp``), a model directory, a training output directory or
+    a checkpoint (the latest step)."""
     return Model(*load_trained(path))
 
 
+def as_model(model) -> Model:
+    """A :class:`Model` from a Model, a path (:func:`load_model`), a :class:`Trainer` (its current model)
+    or a (hyper, params, stats) tuple."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model)
+    if isinstance(model, Trainer):
+        return model.model
+    if isinstance(model, tuple) and len(model) == 3:
+        return Model(*model)
+    raise TypeError(f"expected a Model, a model path, a Trainer or (hyper, params, stats), got {type(model).__name__}")
+
+
 # ------------------------------------------------------------------------------------------------ live plot
-_BATCH = re.compile(r"^batch\s+(\d+):\s+(trn|val):\s+(.*)$")
-_WALL = re.compile(r"^batch\s+(\d+):\s+total wall time = .*?lr = ([0-9.eE+-]+)")
-_PAIR = re.compile(r"(\w+) = ([-+0-9.eEnaif]+)")
+class LivePlot(Callback):
+    """A learning curve redrawn in the notebook at every lcurve line (``disp_freq`` steps): a training
+    callback, fed the numbers written to lcurve.out (``rmse``, ``rmse_e`` eV/atom, ``rmse_f`` eV/Å,
+    ``rmse_v`` eV/atom).
 
+        plot = LivePlot()
+        Trainer(config, out, callbacks=[plot]).fit()
 
-class LivePlot:
-    """A learning curve redrawn in the notebook at every lcurve line (``disp_freq`` steps).
-
-    Use it either as the trainer's console ``log`` — ``Trainer(config, out, log=LivePlot())`` — where it
-    reads the per-window ``batch N: trn: ...`` / ``val:`` / ``total wall time`` lines (other lines are
-    printed when ``echo``), or as a structured callback ``plot(step, train, valid, lr)`` with the dicts
-    that are written to lcurve.out (``rmse``, ``rmse_e`` eV/atom, ``rmse_f`` eV/Å, ``rmse_v``).
+    Given as the trainer's ``log`` instead (``Trainer(config, out, log=plot)``) it is that callback too, and
+    prints the log's lines when ``echo``, except the per-window ``batch N:`` lines the plot shows (unless
+    ``echo_batches``). ``plot(step, train, valid, lr)`` adds a point by hand.
 
     Outside a notebook nothing is drawn; the points are kept (``steps``, ``train``, ``valid``, ``lr``) and
     :meth:`figure` / :meth:`save` give the plot.
@@ -65,30 +79,23 @@ class LivePlot:
         self.train: dict[str, list[float]] = {}
         self.valid: dict[str, list[float]] = {}
         self.lr: list[float] = []
-        self._pending: dict = {}
         self._handle = None
 
-    # -- the two hooks
+    def on_window(self, trainer, window) -> None:
+        """The training callback: one lcurve line's numbers (:class:`jaxmd_dp.train.callbacks.Window`)."""
+        self.update(window.step, window.train, window.valid, window.lr)
+
     def __call__(self, *args, **kwargs) -> None:
+        """As a log: ``plot(line)``; else ``plot(step, train, valid, lr)`` (:meth:`update`)."""
         if len(args) == 1 and isinstance(args[0], str) and not kwargs:
             self.log(args[0])
         else:
             self.update(*args, **kwargs)
 
     def log(self, line: str) -> None:
-        """A console line from the trainer (its ``log``)."""
+        """A console line from the trainer (its ``log``): printed when ``echo``, a window's ``batch N:`` lines
+        only with ``echo_batches``."""
         for ln in str(line).splitlines() or [""]:
-            m = _BATCH.match(ln.strip())
-            if m:
-                vals = {k: float(v) for k, v in _PAIR.findall(m.group(3))}
-                self._pending.setdefault(int(m.group(1)), {})[m.group(2)] = vals
-            else:
-                w = _WALL.match(ln.strip())
-                if w:
-                    step = int(w.group(1))
-                    got = self._pending.pop(step, {})
-                    if "trn" in got:
-                        self.update(step, got["trn"], got.get("val"), float(w.group(2)))
             if self.echo and (self.echo_batches or not ln.strip().startswith("batch ")):
                 print(ln)
 
@@ -157,7 +164,6 @@ def _in_ipython() -> bool:
 
 
 def live_plot_callback(keys: Sequence[str] = ("rmse", "rmse_e", "rmse_f"), echo: bool = True) -> LivePlot:
-    """A :class:`LivePlot`: pass it as ``Trainer(..., log=plot)`` or call ``plot(step, train, valid, lr)``
-    from the training loop."""
+    """A :class:`LivePlot`: pass it as ``Trainer(..., callbacks=[plot])`` (or as the trainer's ``log``)."""
     return LivePlot(keys, echo)
 

@@ -46,21 +46,25 @@ def test_model_energy_and_forces_match_deepmd_kit(tmp_path):
     assert "Cu" in repr(model) and model.type_map == ["Cu"]
 
 
-def test_live_plot_reads_trainer_log_lines(capsys):
-    """LivePlot as the trainer's log: per-window lines become points; other lines are echoed."""
+def test_live_plot_is_a_callback_fed_numbers(capsys):
+    """LivePlot is a training callback: each window's numbers become a point (nothing is parsed or printed);
+    as the trainer's log it echoes the other lines but not the per-window ones the plot shows."""
     from jaxmd_dp.api import LivePlot
+    from jaxmd_dp.train.callbacks import Callback, Window
 
     plot = LivePlot()
+    assert isinstance(plot, Callback)
+    plot.on_window(None, Window(5, {"rmse": 26.8, "rmse_e": 0.533, "rmse_f": 0.847},
+                                {"rmse": 26.0, "rmse_e": 0.114, "rmse_f": 0.823}, 1e-3, 1.23, 4.0))
+    plot.on_window(None, Window(10, {"rmse": 20.0, "rmse_e": 0.3, "rmse_f": 0.7}, None, 9e-4, 1.0, 0.0))
+    plot(15, {"rmse": 19.0, "rmse_e": 0.2, "rmse_f": 0.6}, None, 8e-4)  # a point by hand
+    assert plot.steps == [5, 10, 15]
+    assert plot.train["rmse_e"] == [0.533, 0.3, 0.2] and plot.valid["rmse_f"][0] == 0.823
+    assert plot.lr == [1e-3, 9e-4, 8e-4]
+    assert capsys.readouterr().out == ""
     plot("data statistics in 0.1 s")
     plot("batch       5: trn: rmse = 2.68e+01, rmse_e = 5.33e-01, rmse_f = 8.47e-01")
-    plot("batch       5: val: rmse = 2.60e+01, rmse_e = 1.14e-01, rmse_f = 8.23e-01")
-    plot("batch       5: total wall time = 1.23 s, lr = 1.00e-03, eta = 0:00:04")
-    plot(10, {"rmse": 20.0, "rmse_e": 0.3, "rmse_f": 0.7}, None, 9e-4)  # the structured hook
-    assert plot.steps == [5, 10]
-    assert plot.train["rmse_e"] == [0.533, 0.3] and plot.valid["rmse_f"][0] == 0.823
-    assert plot.lr == [1e-3, 9e-4]
-    out = capsys.readouterr().out
-    assert "data statistics" in out and "batch" not in out
+    assert capsys.readouterr().out == "data statistics in 0.1 s\n" and plot.steps == [5, 10, 15]
     assert plot.png()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxmd_dp.errors import InputError
-from jaxmd_dp.model.energy import ModelHyper, Stats
+from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, param_shapes
 from jaxmd_dp.model.io import is_model_dir, load_model
+
+if TYPE_CHECKING:
+    from jaxmd_dp.train.step import TrainState
 
 ITEMS = ("state", "meta")
 
@@ -74,6 +78,32 @@ class Checkpointer:
             raise InputError(f"{self.directory}/{step}: cannot restore checkpoint ({type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
         return r.state, r.meta
+
+
+def state_tree(state: TrainState, stats: Stats) -> dict:
+    """What a checkpoint holds: the training state, the optimizer's small weights unpacked (the layout of
+    every jaxmd_dp version's checkpoints), and the statistics."""
+    from jaxmd_dp.train.small_leaves import unpack_state  # the training step's modules: only when training
+
+    opt_state = unpack_state(jax.tree_util.tree_map(np.asarray, state.opt_state), state.params)
+    return {**state._replace(opt_state=opt_state)._asdict(), "stats": stats._asdict()}
+
+
+def restore_state(ckpt: Checkpointer, step: int, hyper: ModelHyper, optimizer) -> tuple[TrainState, Stats]:
+    """The training state and statistics of checkpoint ``step``, on the device, for ``optimizer``."""
+    from jaxmd_dp.train.small_leaves import pack_state, unpack_state
+    from jaxmd_dp.train.step import TrainState, host_state
+
+    # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
+    shapes = param_shapes(hyper)
+    start = host_state(shapes, optimizer)
+    target = {**start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
+              "stats": default_stats(hyper)._asdict()}
+    tree, _ = ckpt.restore(step, target=target)
+    tree["opt_state"] = pack_state(tree["opt_state"], start.opt_state)
+    tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
+    stats = Stats(**tree.pop("stats"))
+    return TrainState(**tree), stats
 
 
 @contextlib.contextmanager

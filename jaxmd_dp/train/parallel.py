@@ -357,8 +357,8 @@ def mpi_workers(comm=None, log_mode: str = "master") -> Workers:
         from mpi4py import MPI
         import mpi4jax  # noqa: F401
     except ImportError as e:
-        raise InputError(f"started by an MPI launcher, but {e.name} cannot be imported: install the mpi "
-                         "extra (pip install -e '.[mpi]'; see the README for building mpi4jax)") from None
+        raise InputError(f"started by an MPI launcher, but {e.name} cannot be imported: build mpi4jax "
+                         "against your MPI with bash .ci/install_mpi4jax.sh VENV (see the README)") from None
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, n = comm.Get_rank(), comm.Get_size()
     local = jax.local_devices()

@@ -1,6 +1,6 @@
 """A training progress bar: one updating line with the step, step rate and ETA (tqdm), drawn only on an
-interactive terminal or in a Jupyter notebook. When the output is a file or a pipe (batch jobs, CI,
-``> train.log``) it draws nothing: the trainer's plain log lines are the record there.
+interactive terminal or in a Jupyter notebook (a widget there, with ipywidgets). When the output is a file
+or a pipe (batch jobs, CI, ``> train.log``) it draws nothing: the trainer's plain log lines are the record.
 
     bar = Progress(total=numb_steps, start=start_step)
     bar.update(step, rmse=1.2e-1)        # cheap; call every step or every few steps (Python numbers only)
@@ -13,6 +13,7 @@ interactive terminal or in a Jupyter notebook. When the output is a file or a pi
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import sys
@@ -76,7 +77,9 @@ class Progress:
     def _make_bar(self, desc: str):
         try:
             if in_notebook():
-                from tqdm.auto import tqdm  # widgets when ipywidgets is there, text otherwise
+                if importlib.util.find_spec("ipywidgets") is None:
+                    return None  # a text bar redrawn in a notebook's output only clutters it: no bar
+                from tqdm.auto import tqdm  # a widget
             else:
                 from tqdm import tqdm
         except ImportError:  # no tqdm: no bar (the log lines still tell the progress)
@@ -113,11 +116,12 @@ class Progress:
         self.step = max(self.step, step)
 
     def write(self, msg: str, file: TextIO | None = None) -> None:
-        """Print a line without breaking the bar (above it); plain ``print`` when no bar is drawn."""
+        """Print a line without breaking the bar (above it; in a notebook, whose bar is a widget, to stdout);
+        plain ``print`` when no bar is drawn."""
         if self._bar is not None:
             from tqdm import tqdm
 
-            tqdm.write(msg, file=file or self.stream)
+            tqdm.write(msg, file=file or (sys.stdout if in_notebook() else self.stream))
         else:
             print(msg, file=file or sys.stdout, flush=True)
 

@@ -13,7 +13,7 @@ from jaxmd_dp.cli import freeze
 from jaxmd_dp.cli.util import run_cli
 from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir
 from jaxmd_dp.model.energy import param_shapes
-from jaxmd_dp.model.io import load_model
+from jaxmd_dp.train.checkpoint import load_trained
 from jaxmd_dp.cli import train as train_cli
 from tiny import tiny_cu_dict, write_config
 
@@ -66,7 +66,7 @@ def test_log_path_and_level(quiet_run, capsys):
 def test_model_summary_counts_and_flops(quiet_run):
     _, _, out, logf = quiet_run
     text = logf.read_text()
-    hyper, params, _ = load_model(out)
+    hyper, params, _ = load_trained(out)
     sizes = [int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(param_shapes(hyper))]
     total = int(re.search(r"^\s+total\s+([\d,]+)$", text, re.M).group(1).replace(",", ""))
     assert total == sum(sizes)
@@ -89,8 +89,8 @@ def test_init_frz_model(quiet_run):
                                     "--log-level", "ERROR"]) == 0
     assert f"initialised weights and statistics from {frozen}" in logf.read_text()
     assert "data statistics in" not in logf.read_text()
-    _, _, s0 = load_model(frozen)
-    _, _, s1 = load_model(out2)
+    _, _, s0 = load_trained(frozen)
+    _, _, s1 = load_trained(out2)
     for a, b in zip(s0, s1):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

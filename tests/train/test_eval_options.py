@@ -1,9 +1,9 @@
 """The steps' XLA options: the evaluation step's CPU options, both steps' GPU options, and only those this
 jaxlib knows (and, on a GPU, that ``XLA_FLAGS`` does not set).
 
-On a GPU (H200, jaxlib 0.11.2, session 23) every water run failed at its first validation with "No such
-compile option: 'xla_cpu_use_fusion_emitters'": jaxlib 0.11.2 no longer has that option (its libraries do
-not hold the name), and a compile naming an unknown option fails on any backend. So the expected options
+A compile naming an option this jaxlib does not have fails on any backend ("No such compile option:
+'xla_cpu_use_fusion_emitters'": jaxlib 0.11.2 no longer has that option), and it would stop a run at its
+first validation. So the expected options
 are those this jaxlib compiles with (:func:`knows`, each tried on its own): all of them on jaxlib 0.10, all but
 ``xla_cpu_use_fusion_emitters`` on 0.11."""
 

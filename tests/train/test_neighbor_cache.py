@@ -101,7 +101,7 @@ def test_batch_prepared_earlier_reads_the_current_store(cu):
     assert any(x.is_deleted() for x in old)
     assert_batch(taken(early), system, [4], layout)
     assert_batch(jax.jit(take_rows)(device_batch(early)), system, [4], layout)
-    # a compiled executable (jit → lower → compile, as bench/step_variants.py runs the step) takes the batch too
+    # a compiled executable (jit → lower → compile, as bench/step_time.py runs the step) takes the batch too
     assert_batch(jax.jit(take_rows).lower(device_batch(early)).compile()(device_batch(early)), system, [4], layout)
 
 

@@ -206,7 +206,7 @@ if __name__ != "__main__":
             import mpi4jax  # noqa: F401
             import mpi4py  # noqa: F401
         except ImportError as e:
-            msg = f"mpi4jax/mpi4py not importable ({e}); install the mpi extra (see README)"
+            msg = f"mpi4jax/mpi4py not importable ({e}); install them with bash .ci/install_mpi4jax.sh VENV"
             if REQUIRE_MPI:
                 pytest.fail(msg + " and JAXMD_DP_REQUIRE_MPI=1", pytrace=False)
             pytest.skip(msg)

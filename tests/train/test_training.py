@@ -8,8 +8,11 @@ import jax
 import numpy as np
 import pytest
 
+from jaxmd_dp.api import LivePlot
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.train import Trainer, step
+from jaxmd_dp.train.callbacks import Callback
+from jaxmd_dp.train.lcurve import line as lcurve_line
 from shared_paths import require  # noqa: E402
 from tiny import small_water_model
 
@@ -47,10 +50,37 @@ STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
           "/jax/core/compile/backend_compile_duration": "compile"}
 
 
+class Recorder(Callback):
+    """Records every hook call (a user's callback)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def on_train_begin(self, trainer, start, total):
+        self.calls.append(("begin", start, total))
+
+    def on_step(self, trainer, step, batch, metrics):
+        self.calls.append(("step", step, int(batch["sys_index"]), sorted(metrics)))
+
+    def on_window(self, trainer, window):
+        self.calls.append(("window", window))
+
+    def on_checkpoint(self, trainer, step):
+        saved = trainer.checkpointer.latest_step()  # the trainer's checkpoint callback ran first
+        self.calls.append(("checkpoint", step, saved))
+
+    def on_train_end(self, trainer):
+        self.calls.append(("end",))
+
+
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, compile_stages):
+    """The 100-step run the tests compare with; a user callback (``trainer.recorder``) and, as the log, a
+    live plot that echoes nothing (``trainer.plot``) watch it."""
     out = tmp_path_factory.mktemp("full")
-    trainer = Trainer(small_config(), out, log=lambda *a: None)
+    recorder, plot = Recorder(), LivePlot(echo=False)
+    trainer = Trainer(small_config(), out, log=plot, callbacks=[recorder])
+    trainer.recorder, trainer.plot = recorder, plot
 
     def listen(event, secs, fun_name=None, **kwargs):
         if event in STAGES:
@@ -84,6 +114,45 @@ def test_loss_decreases_and_outputs(full_run):
     assert out_json["model"]["descriptor"]["sel"] == [46, 92] and out_json["training"]["seed"] == 7
     assert sorted(p.name for p in (out / "model.ckpt").iterdir() if p.name.isdigit()) == ["100", "50"]
     assert summary["steps"] == 100
+
+
+def test_user_callback_sees_each_lcurve_line(full_run):
+    """A callback given to the Trainer is called at every step, at every lcurve line with that line's numbers
+    (they format to the very line in lcurve.out), at every checkpoint (after the save) and at the end."""
+    trainer, out, _ = full_run
+    calls = trainer.recorder.calls
+    assert calls[0] == ("begin", 0, 100) and calls[-1] == ("end",)
+    steps = [c for c in calls if c[0] == "step"]
+    assert [c[1] for c in steps] == list(range(1, 101))
+    assert all(c[3] == ["lr", "nneigh_max", "rmse", "rmse_e", "rmse_f"] for c in steps)
+    assert {c[2] for c in steps} <= {0, 1, 2}  # the batch: a training system's index
+    windows = [c[1] for c in calls if c[0] == "window"]
+    assert [w.step for w in windows] == [1] + list(range(10, 101, 10))
+    rows = lcurve_rows(out / "lcurve.out")
+    assert [lcurve_line(w.step, w.train, w.valid, w.lr).rstrip("\n") for w in windows] == rows
+    assert all(w.wall_s > 0 and w.eta_s >= 0 for w in windows)
+    assert [c[1:] for c in calls if c[0] == "checkpoint"] == [(50, 50), (100, 100)]
+
+    def at(kind, step):
+        return next(i for i, c in enumerate(calls) if c[0] == kind and getattr(c[1], "step", c[1]) == step)
+
+    for k in (50, 100):  # a step's hooks in order: on_step, on_window, on_checkpoint, then the next step
+        assert at("step", k) < at("window", k) < at("checkpoint", k) < (at("step", k + 1) if k < 100 else len(calls))
+
+
+def test_live_plot_is_fed_the_lcurve_numbers(full_run):
+    """The live plot, given as the trainer's log, is a callback too: it holds each lcurve line's numbers,
+    as given, not parsed from text."""
+    trainer, out, _ = full_run
+    plot = trainer.plot
+    rows = [np.array(r.split(), float) for r in lcurve_rows(out / "lcurve.out")]
+    assert plot.steps == [int(r[0]) for r in rows]
+    windows = [c[1] for c in trainer.recorder.calls if c[0] == "window"]
+    for key in ("rmse", "rmse_e", "rmse_f"):
+        assert plot.train[key] == [w.train[key] for w in windows]
+        assert plot.valid[key] == [w.valid[key] for w in windows]
+    assert plot.lr == [w.lr for w in windows]
+    np.testing.assert_allclose(plot.train["rmse_f"], [r[6] for r in rows], rtol=5e-3)  # lcurve prints 3 digits
 
 
 def test_restart_is_exact(full_run, tmp_path):
@@ -241,15 +310,15 @@ def test_pair_sharing_off_without_per_type_statistics(monkeypatch, tmp_path):
     another code's) may give a pair's two slots different s: the trainer then runs one row per slot,
     with the blocks of pair_sharing false. So it does, saying why, where the partner search would not fit
     in memory."""
-    from jaxmd_dp.train import loop
+    from jaxmd_dp.train import layouts
 
-    monkeypatch.setattr(loop, "uniform_empty", lambda *a: False)
+    monkeypatch.setattr(layouts, "uniform_empty", lambda *a: False)
     mixed = Trainer(small_config(numb_steps=4), tmp_path / "mixed", log=lambda *a: None)
     plain = Trainer(small_config(numb_steps=4, pair_sharing=False), tmp_path / "plain", log=lambda *a: None)
     assert not any(lay.share for lay in mixed.layouts.values())
     assert {k: lay.pack for k, lay in mixed.layouts.items()} == {k: lay.pack for k, lay in plain.layouts.items()}
     monkeypatch.undo()
-    monkeypatch.setattr(loop, "PARTNER_SEARCH_BYTES", 1000)  # batches too large for the partner search
+    monkeypatch.setattr(layouts, "PARTNER_SEARCH_BYTES", 1000)  # batches too large for the partner search
     lines = []
     big = Trainer(small_config(numb_steps=4), tmp_path / "big", log=lines.append)
     assert not any(lay.share for lay in big.layouts.values())
