@@ -2,7 +2,8 @@
 
     python examples/md_water.py [MODEL] [--steps 1000] [--dt 0.5] [--temperature 300] [--frame 0]
 
-MODEL: a model directory, training output directory or checkpoint (``jaxmd_dp.model.io.load_model``).
+MODEL: a model file (.jaxdp), model directory, training output directory or checkpoint, as
+``jaxmd_dp.api.load_model`` reads them.
 Default: DeePMD-kit's reference water model (../shared/fixtures/water_se_e2_a), converted on the fly.
 The starting frame comes from water ``data_3`` (``--data`` or, in order: the repo's data/water/data_3,
 ../shared/data/water/data_3, $JAXMD_DP_DATA_MIRROR/water/data_3).
@@ -66,22 +67,22 @@ def main(argv=None) -> int:
 
     import jaxmd_dp  # noqa: F401  (float64)
     from jaxmd_dp import md
+    from jaxmd_dp.api import load_model
     from jaxmd_dp.data.system import load_system
-    from jaxmd_dp.model.io import load_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        hyper, params, stats = load_model(args.model or default_model(tmp))
-    system = load_system(args.data or default_data(), list(hyper.type_map))
+        model = load_model(args.model or default_model(tmp))
+    system = load_system(args.data or default_data(), model.type_map)
     R = system.coord[args.frame]
     box = None if system.box is None else system.box[args.frame]
     atype = system.atype
-    mass = md.masses(hyper.type_map, atype)
+    mass = md.masses(model.type_map, atype)
     n = len(atype)
-    print(f"{n} atoms ({', '.join(f'{(atype == t).sum()} {s}' for t, s in enumerate(hyper.type_map))}), "
+    print(f"{n} atoms ({', '.join(f'{(atype == t).sum()} {s}' for t, s in enumerate(model.type_map))}), "
           f"box {None if box is None else np.round(np.diag(box), 3).tolist()} Å, dt {args.dt} fs "
           f"= {args.dt * md.FS:.6f} time units, {args.steps} steps, T0 {args.temperature} K")
 
-    neighbor_fn, energy = md.energy_fn((hyper, params, stats), box, atype, skin=args.skin)
+    neighbor_fn, energy = md.energy_fn(model, box, atype, skin=args.skin)
     t = time.perf_counter()
     run = md.run_nve(energy, neighbor_fn, R, mass, dt_fs=args.dt, steps=args.steps,
                      temperature_K=args.temperature, seed=args.seed, record_every=args.every)

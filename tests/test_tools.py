@@ -101,8 +101,9 @@ def tiny_model():
     from jaxmd_dp.data.system import load_system
 
     system = load_system(require(CU), ["Cu"])
-    hyper = ModelHyper(type_map=("Cu",), sel=(48,), rcut=4.5, rcut_smth=2.0, neuron=(4, 8), axis_neuron=2,
-                       fit_neuron=(8, 8))
+    hyper = ModelHyper.from_deepmd({"type_map": ["Cu"], "fitting_net": {"neuron": [8, 8]},
+                                    "descriptor": {"type": "se_e2_a", "sel": [48], "rcut": 4.5, "rcut_smth": 2.0,
+                                                   "neuron": [4, 8], "axis_neuron": 2, "type_one_side": True}})
     rng = np.random.default_rng(0)
     params = jax.tree_util.tree_map(lambda s: rng.normal(0, 0.3, s.shape).astype(s.dtype), param_shapes(hyper))
     stats = Stats(rng.normal(0, 0.1, (1, 48, 4)), rng.uniform(0.5, 1.5, (1, 48, 4)), np.array([-3.5]))
@@ -145,13 +146,13 @@ def test_freeze_checkpoint_roundtrip_bitwise(tmp_path, tiny_model, tiny_ref):
     _save_checkpoint(run / "model.ckpt", hyper, params, stats, step=7)
     out = tmp_path / "frozen.jaxdp"
     assert run_cli(freeze.main, ["-m", str(run), "-o", str(out)]) == 0
-    assert mio.is_frozen(out) and not mio.is_frozen(run)
+    assert zipfile.is_zipfile(out)
     meta = mio.read_meta(out)
-    assert meta["format"] == mio.FROZEN_FORMAT and meta["version"] == mio.FROZEN_FORMAT_VERSION
+    assert meta["format"] == mio.FORMAT and meta["version"] == mio.FORMAT_VERSION
     assert meta["hyper"]["type_map"] == ["Cu"] and meta["info"]["step"] == 7 and meta["exported"] is None
 
     h0, p0, s0 = load_model_from_checkpoint(run)
-    h1, p1, s1 = mio.load_frozen(out)
+    h1, p1, s1 = mio.load_model(out)
     assert h1 == h0 == hyper
     _assert_trees_identical(p1, p0)
     _assert_trees_identical(s1, s0)
@@ -170,7 +171,7 @@ def test_freeze_checkpoint_roundtrip_bitwise(tmp_path, tiny_model, tiny_ref):
 
 
 def test_model_io_reads_frozen(tmp_path, tiny_model):
-    """``load_model`` (dp test, --init-model) takes a frozen file (hook in jaxmd_dp.model.io.load_model)."""
+    """``load_model`` (dp test, --init-model) reads a frozen file as it reads a model directory."""
     from jaxmd_dp.model.io import load_model, save_model
 
     hyper, params, stats, _ = tiny_model
@@ -204,12 +205,12 @@ def test_frozen_bad_files(tmp_path, tiny_model, capsys):
     garbage = tmp_path / "garbage.jaxdp"
     garbage.write_bytes(b"not a zip")
     with pytest.raises(InputError, match="garbage.jaxdp.*not a zip"):
-        mio.load_frozen(garbage)
+        mio.load_model(garbage)
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("x.txt", "hi")
-    with pytest.raises(InputError, match="other.zip.*no frozen.json"):
-        mio.load_frozen(other)
+    with pytest.raises(InputError, match="other.zip.*no model.json"):
+        mio.load_model(other)
     good = mio.save_frozen(tmp_path / "good.jaxdp", hyper, params, stats)
     future = tmp_path / "future.jaxdp"
     with zipfile.ZipFile(good) as zi, zipfile.ZipFile(future, "w") as zo:
@@ -217,11 +218,11 @@ def test_frozen_bad_files(tmp_path, tiny_model, capsys):
             data = zi.read(name)
             if name == mio.META_NAME:
                 meta = json.loads(data)
-                meta["version"] = mio.FROZEN_FORMAT_VERSION + 1
+                meta["version"] = mio.FORMAT_VERSION + 1
                 data = json.dumps(meta)
             zo.writestr(name, data)
     with pytest.raises(InputError, match="future.jaxdp.*newer"):
-        mio.load_frozen(future)
+        mio.load_model(future)
     with pytest.raises(InputError, match="no exported function"):
         jexp.load_exported(good)
     _one_line_error(capsys, ["-m", str(tmp_path / "nope"), "-o", str(tmp_path / "x.jaxdp")], freeze.main, "nope")
@@ -251,6 +252,19 @@ def test_freeze_export(tmp_path, tiny_model, tiny_ref):
         f(coord[:, :5], box, system.atype[:5])
     with pytest.raises(InputError, match="thick"):
         f(coord[:1], box[:1] * 0.5, system.atype)
+    # the same file in the earlier layout (``frozen.json``, format "jaxmd_dp.frozen") gives the same function
+    legacy = tmp_path / "legacy.jaxdp"
+    with zipfile.ZipFile(out) as zi, zipfile.ZipFile(legacy, "w", zipfile.ZIP_DEFLATED) as zo:
+        assert sorted(zi.namelist()) == sorted([mio.META_NAME, mio.WEIGHTS_NAME, mio.EXPORT_NAME])
+        for name in zi.namelist():
+            if name == mio.META_NAME:
+                meta = json.loads(zi.read(name))
+                meta["format"] = "jaxmd_dp.frozen"
+                zo.writestr("frozen.json", json.dumps(meta, indent=2))
+            else:
+                zo.writestr(name, zi.read(name))
+    for a, b in zip(jexp.load_exported(legacy)(coord, box, system.atype), got):
+        np.testing.assert_array_equal(a, b)
 
 
 # ---------------------------------------------------------------------------------------------- neighbor_stat

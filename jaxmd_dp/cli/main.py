@@ -7,7 +7,7 @@
     jaxmd-dp neighbor-stat -s SYSTEMS -r RCUT -t TYPES  neighbour statistics and sel (dp neighbor-stat)
     jaxmd-dp convert-deepmd PARAMS INPUT -o OUT         import a DeePMD-kit PyTorch model
 
-``jaxmd-dp --version`` also says whether XLA's CPU buffers get huge pages (:mod:`jaxmd_dp.hugepages`).
+``jaxmd-dp --version`` also says whether XLA's CPU buffers get huge pages (:mod:`jaxmd_dp.runtime.hugepages`).
 ``jaxmd-dp COMMAND -h`` shows a command's options. ``--debug`` anywhere shows tracebacks of user errors.
 """
 

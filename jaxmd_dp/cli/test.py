@@ -2,7 +2,8 @@
 
     python -m jaxmd_dp.test -m MODEL -s SYSTEM [-n NFRAMES] [-d DETAIL]
 
-MODEL: a model directory (``convert_deepmd``, ``freeze``) or a training output/checkpoint directory.
+MODEL: a model file (``freeze``), a model directory (``convert_deepmd``) or a training output/checkpoint
+directory.
 SYSTEM: a DeePMD-kit npy system, or a directory searched for systems. Prints energy RMSE/MAE (total and
 per atom), force RMSE/MAE and virial RMSE/MAE where labels exist; ``-d DETAIL`` writes DeePMD-kit's
 detail files DETAIL.e.out, .e_peratom.out, .f.out, .v.out, .v_peratom.out (data columns, then predictions).
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxmd_dp.api import Model, as_model
 from jaxmd_dp.data.sampler import find_systems
 from jaxmd_dp.data.system import System, load_system
-from jaxmd_dp.model.evaluate import Evaluator, errors, predict_system
-from jaxmd_dp.train.checkpoint import load_trained
+from jaxmd_dp.model.evaluate import errors, predict_system
 
 _V_COLS = "vxx vxy vxz vyx vyy vyz vzx vzy vzz"
 _V_HEADER = " ".join(f"data_{c}" for c in _V_COLS.split()) + " " + " ".join(f"pred_{c}" for c in _V_COLS.split())
@@ -71,14 +72,16 @@ def weighted_average(errs: list[dict]) -> dict:
     return out
 
 
-def test_model(model: str, systems: list[str], nframes: int = 0, detail: str | None = None, log=print) -> dict:
-    """Run ``dp test`` on each system; returns the weighted-average errors (see :func:`errors`)."""
-    hyper, params, stats = load_trained(model)
-    ev = Evaluator(hyper, params, stats)
+def test_model(model: str | Model, systems: list[str], nframes: int = 0, detail: str | None = None,
+               log=print) -> dict:
+    """Run ``dp test`` on each system; returns the weighted-average errors (see :func:`errors`).
+
+    model: a path (:func:`jaxmd_dp.api.load_model`) or a :class:`~jaxmd_dp.api.Model`."""
+    model = as_model(model)
     all_err = []
     for k, path in enumerate(systems):
-        system = load_system(path, list(hyper.type_map))
-        pred = predict_system(ev, system, nframes)
+        system = load_system(path, model.type_map)
+        pred = predict_system(model.evaluator, system, nframes)
         err = errors(system, pred)
         all_err.append(err)
         log("# ---------------output of dp test--------------- ")
@@ -101,7 +104,7 @@ def test_model(model: str, systems: list[str], nframes: int = 0, detail: str | N
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxmd_dp.test", description="Test a model on labelled data (dp test).")
-    p.add_argument("-m", "--model", required=True, help="model directory, or training output/checkpoint")
+    p.add_argument("-m", "--model", required=True, help="model file or directory, or training output/checkpoint")
     p.add_argument("-s", "--system", required=True, help="system directory (searched recursively for systems)")
     p.add_argument("-n", "--numb-test", type=int, default=0, help="frames tested per system (0: all)")
     p.add_argument("-d", "--detail-file", default=None, help="prefix of DeePMD-kit's detail files")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Stats
-from jaxmd_dp.model.io import read_meta
+from jaxmd_dp.model.io import read_exported, read_meta
 
 
 class ExportedPrediction(NamedTuple):
@@ -28,19 +27,22 @@ class ExportedPrediction(NamedTuple):
 
 def export_energy_force(hyper: ModelHyper, params, stats: Stats, natoms: int, pbc: bool = True,
                         min_box_width: float | None = None, platforms: tuple[str, ...] | None = None):
-    """Serialise the energy/force/virial function for ``natoms`` atoms with ``jax.export``.
+    """Serialise the model's prediction for ``natoms`` atoms with ``jax.export``, weights baked in.
 
-    The function is ``f(coord (nf, natoms, 3), box (nf, 3, 3), atype (natoms,) int32)`` (without ``box`` when
-    ``pbc`` is False) → (energy, force, virial, atom_energy, nneigh_max); nf is symbolic (any number of
-    frames). Neighbours are found by brute force over the periodic images within reach of boxes whose
-    face-to-face widths are at least ``min_box_width`` Å (default rcut: one image shell).
+    The function is :func:`jaxmd_dp.model.evaluate.predict_frames` (the Evaluator's) for one fixed
+    neighbour-list spec: ``f(coord (nf, natoms, 3), box (nf, 3, 3), atype (natoms,) int32)`` (without ``box``
+    when ``pbc`` is False) → (energy, force, virial, atom_energy, nneigh_max); nf is symbolic (any number of
+    frames), any atom types. Neighbours are found by brute force over the periodic images within reach of
+    boxes whose face-to-face widths are at least ``min_box_width`` Å (default rcut: one image shell), with
+    the jnp kernels (exportable to any platform).
 
-    Returns (serialised bytes, description dict for ``frozen.json``)."""
+    Returns (serialised bytes, description dict for the model file's ``exported``)."""
     import jax
     import jax.numpy as jnp
 
     from jaxmd_dp.geometry import neighbor
-    from jaxmd_dp.model.energy import predict
+    from jaxmd_dp.model.evaluate import predict_frames
+    from jaxmd_dp.runtime.inline_trace import inline_trace
 
     if natoms < 1:
         raise InputError(f"--natoms {natoms}: must be a positive number of atoms")
@@ -53,17 +55,16 @@ def export_energy_force(hyper: ModelHyper, params, stats: Stats, natoms: int, pb
     stats = Stats(*(jnp.asarray(s) for s in stats))
 
     def run(coord, box, atype):
-        nl = neighbor.build(spec, coord, box, atype, kernels="jnp")
-        p = predict(hyper, params, stats, coord, box, atype, nl, None, kernels="jnp")
-        return p.energy, p.force, p.virial, p.atom_energy, jnp.max(nl.nneigh, axis=(0, 1))
+        pred, nneigh_max, _ = predict_frames(hyper, spec, None, "jnp", params, stats, coord, box, atype)
+        return (*pred, nneigh_max)
 
     (nf,) = jax.export.symbolic_shape("nf")
     coord = jax.ShapeDtypeStruct((nf, natoms, 3), jnp.float64)
     atype = jax.ShapeDtypeStruct((natoms,), jnp.int32)
     if pbc:
-        fn, args = jax.jit(run), (coord, jax.ShapeDtypeStruct((nf, 3, 3), jnp.float64), atype)
+        fn, args = jax.jit(inline_trace(run)), (coord, jax.ShapeDtypeStruct((nf, 3, 3), jnp.float64), atype)
     else:
-        fn, args = jax.jit(lambda c, t: run(c, None, t)), (coord, atype)
+        fn, args = jax.jit(inline_trace(lambda c, t: run(c, None, t))), (coord, atype)
     kw = {} if platforms is None else {"platforms": tuple(platforms)}
     try:
         import flatbuffers  # noqa: F401  (jax.export's serialisation needs it)
@@ -124,19 +125,14 @@ def load_exported(path: str | os.PathLike) -> ExportedModel:
     import jax
 
     path = Path(path)
-    meta = read_meta(path)
-    desc = meta.get("exported")
-    if not desc:
-        raise InputError(f"{path}: holds no exported function (freeze it with --export --natoms N)")
+    desc, blob = read_exported(path)
     try:
         import flatbuffers  # noqa: F401  (jax.export's serialisation needs it)
     except ImportError:
         raise InputError(f"{path}: reading the exported function needs flatbuffers: "
                          "pip install 'jaxmd_dp[export]'") from None
     try:
-        with zipfile.ZipFile(path) as z:
-            blob = z.read(desc["file"])
         exported = jax.export.deserialize(bytearray(blob))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+    except (ValueError, TypeError) as e:
         raise InputError(f"{path}: cannot read the exported function ({type(e).__name__}: {e})") from None
-    return ExportedModel(exported, desc, tuple(meta["hyper"]["type_map"]), str(path))
+    return ExportedModel(exported, desc, tuple(read_meta(path)["hyper"]["type_map"]), str(path))

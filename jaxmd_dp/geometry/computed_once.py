@@ -4,13 +4,12 @@ XLA fuses an element-wise producer into each of its consumers, recomputing it th
 product, not for a chain that starts with gathers. The environment matrix's pair vectors come from the
 stored neighbour list (a dynamic slice), the coordinates (a gather) and the periodic shifts; in the water
 training step XLA CPU recomputed that chain, with the switch function after it, in each fusion that
-reads the rows or a term of their Jacobian: 7–10 ns an element, against 1–2.5 ns for the descriptor's
-element-wise passes; 3.6 ms of the float32 step's op time on one core, 2.2 ms computed once
-(``bench/RESULTS.md``, session 39). The training step's spread of T's cotangent over the slots reads that
-cotangent computed once too (session 40), and Rᵀ·G reads R transposed from memory, so that XLA CPU
-hands its batched dots to its matmul library (session 41; :mod:`jaxmd_dp.model.train_products`).
+reads the rows or a term of their Jacobian, several times the cost per element of the descriptor's other
+element-wise passes. The training step's spread of T's cotangent over the slots reads that cotangent
+computed once too, and Rᵀ·G reads R transposed from memory, so that XLA CPU hands its batched dots to its
+matmul library (:mod:`jaxmd_dp.model.fast.train_products`).
 
-XLA CPU removes ``lax.optimization_barrier`` before fusion (sessions 34 and 38), but keeps a while loop
+XLA CPU removes ``lax.optimization_barrier`` before fusion, but keeps a while loop
 whose trip count it cannot know: :func:`computed_once` writes x into the loop's carry, and the readers
 then read that buffer. On a GPU a while loop reads its condition back on the host each trip, so there
 (and on any other backend) x is returned as it is.

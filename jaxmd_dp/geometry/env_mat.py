@@ -74,8 +74,7 @@ def env_rows(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: float) -> ja
     is the closed-form Jacobian ∂row/∂d (4 × 3 per pair, :func:`_rows_and_jacobian`; DeePMD-kit's
     ``em_deriv``): forces contract it with ∂E/∂row, and the training step's weight gradient contracts
     it back, each one fused product instead of autodiff's pass through the square root, the switch
-    and the divisions, forward and transposed (the Cu table-64 training step 2–7 % faster, water and
-    Al-Cu-Mg unchanged; bench/RESULTS.md, session 19). Higher derivatives differentiate that Jacobian.
+    and the divisions, forward and transposed. Higher derivatives differentiate that Jacobian.
     """
     return _env_rows(d, mask, float(rcut), float(rcut_smth))
 

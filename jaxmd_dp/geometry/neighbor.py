@@ -510,11 +510,9 @@ def reduce_candidates(spec: NeighborSpec, fn, coord: jax.Array, box: jax.Array |
 
 
 # LLVM's optimisation level 1 for the programs that reduce candidate blocks on the CPU (as the evaluation
-# step's, train.step.EVAL_CPU_OPTIONS): XLA's default level ran them 1.3–2.3× slower on a 2-core CPU
-# (Al-Cu-Mg's neighbour scan, 16 atoms, 64 frames a call: 34–44 → 23–27 ms without the statistics' sums,
-# 68–111 → 45–48 ms with them; the whole scan 1.9–2.8 s shorter on Cu and Al-Cu-Mg), with bitwise equal
-# results and compiles as long (bench/RESULTS.md, session 37). The training step and the list builds gain
-# nothing from it.
+# step's, train.step.EVAL_CPU_OPTIONS): XLA's default level runs these reductions markedly slower on the CPU,
+# with bitwise equal results and compiles as long, so the neighbour scan at start-up is shorter. The training
+# step and the list builds gain nothing from it.
 CPU_REDUCE_OPTIONS = {"xla_backend_optimization_level": 1}
 
 

@@ -5,7 +5,7 @@ the same distance. se_e2_a's embedding net reads only the pair's normalised s(r)
 the environment matrix), and with DeePMD's per-type statistics both slots of a pair of atoms of the same
 type hold the same s: the net gives both the same G. :func:`pair_partners` finds, once per list, the slot
 of each such pair's reverse, so that the training step can run the nets once per pair of atoms
-(:mod:`jaxmd_dp.model.pair_pack`). Pairs of atoms of different types are read by different nets (the
+(:mod:`jaxmd_dp.model.fast.pair_pack`). Pairs of atoms of different types are read by different nets (the
 neighbour's type picks the net) and normalised by different centre statistics: they have no partner.
 """
 

@@ -1,8 +1,13 @@
-"""Evaluate a model on frames: neighbour lists + energy/force/virial, compiled once per shape.
+"""The one prediction path: neighbour lists, then energy, forces and virial, for frames of one shape.
 
     ev = Evaluator(hyper, params, stats)
     pred = ev(coord, box, atype)        # coord (nf, natoms, 3) Å, box (nf, 3, 3) Å or None
     pred.energy, pred.force, pred.virial, pred.atom_energy, ev.last_nneigh_max
+
+:func:`predict_frames` is the traced function; :class:`Evaluator` compiles it once per input shape with the
+weights as arguments (``python -m jaxmd_dp.test``, :meth:`Model.predict <jaxmd_dp.model.trained.Model.predict>`,
+the ASE calculator, ``Trainer.evaluate``), and ``freeze --export`` serialises it for one fixed neighbour-list
+spec (:func:`jaxmd_dp.export.jax_export.export_energy_force`).
 """
 
 from __future__ import annotations
@@ -18,67 +23,69 @@ from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
+from jaxmd_dp.model.plan import ExecutionPlan
+
+
+def predict_frames(hyper: ModelHyper, spec: neighbor.NeighborSpec, capacity: tuple[int, ...] | None,
+                   kernels: str | None, params, stats: Stats, coord: jax.Array, box: jax.Array | None,
+                   atype: jax.Array) -> tuple[Prediction, jax.Array, jax.Array]:
+    """Neighbour lists for ``spec`` (DeePMD-kit's: the nearest ``sel[t]`` of each type within rcut), then
+    :func:`~jaxmd_dp.model.energy.predict`.
+
+    coord: (nf, natoms, 3) Å; box: (nf, 3, 3) Å or None; atype: (natoms,) int. capacity: see
+    :func:`~jaxmd_dp.model.energy.type_capacity` (None: natoms for every type); kernels: "pallas" | "jnp" |
+    "auto" | None (``geometry.neighbor.build``). Returns (Prediction, nneigh_max (ntypes,) the most
+    neighbours of each type any atom had (more than ``sel`` were dropped), cell_overflow () bool).
+    """
+    nl = neighbor.build(spec, coord, box, atype, kernels)
+    pred = predict(hyper, params, stats, coord, box, atype, nl, plan=ExecutionPlan(capacity, kernels))
+    return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled_run(hyper: ModelHyper):
-    """One jitted prediction function per model shape, shared by every Evaluator (weights are arguments)."""
-
-    def run(spec, capacity, params, stats, coord, box, atype):
-        nl = neighbor.build(spec, coord, box, atype)
-        pred = predict(hyper, params, stats, coord, box, atype, nl, capacity)
-        return pred, jnp.max(nl.nneigh, axis=(0, 1)), nl.cell_overflow
-
-    return jax.jit(inline_trace(run), static_argnums=(0, 1))
+def _compiled(hyper: ModelHyper):
+    """:func:`predict_frames` jitted for one model shape, shared by every Evaluator (weights are arguments;
+    spec, capacity and kernels static)."""
+    return jax.jit(inline_trace(functools.partial(predict_frames, hyper)), static_argnums=(0, 1, 2))
 
 
 class Evaluator:
-    """Jitted predictions for one model; a neighbour-list spec and a compiled function per input shape."""
+    """:func:`predict_frames` compiled for one model, with a neighbour-list spec per input shape (numpy in
+    and out). ``params``/``stats`` may be swapped between calls: they are arguments of the compiled
+    function, shared by every Evaluator of the same hyper-parameters."""
 
-    def __init__(self, hyper: ModelHyper, params, stats: Stats):
-        self.hyper, self.params = hyper, params
+    def __init__(self, hyper: ModelHyper, params, stats: Stats, kernels: str | None = None):
+        self.hyper, self.params, self.kernels = hyper, params, kernels
         self.stats = Stats(*(jnp.asarray(s) for s in stats))
         self._specs: dict = {}
         self.last_nneigh_max = np.zeros(hyper.ntypes, int)
+        self._run = _compiled(hyper)
 
-        self._run = _compiled_run(hyper)
-
-    def _spec(self, coord, box):
+    def _spec(self, coord, box, capacity_factor: float | None = None):
         key = (coord.shape[1], box is None)
         spec = self._specs.get(key)
-        if spec is None or not neighbor.fits(spec, box):
+        if capacity_factor is not None:  # the last spec's cells overflowed: the same method, roomier cells
+            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method,
+                                     capacity_factor=capacity_factor)
+        elif spec is None or not neighbor.fits(spec, box):
             spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
-            self._specs[key] = spec
+        self._specs[key] = spec
         return spec
 
     def __call__(self, coord, box, atype) -> Prediction:
         """coord: (nf, natoms, 3) Å; box: (nf, 3, 3) Å or None; atype: (natoms,) → :class:`Prediction` (numpy)."""
         coord = np.asarray(coord, np.float64)
         box = None if box is None else np.asarray(box, np.float64)
+        atype = np.asarray(atype)
+        capacity = type_capacity([atype], self.hyper.ntypes)
         spec = self._spec(coord, box)
         for _ in range(3):
-            capacity = type_capacity([atype], self.hyper.ntypes)
-            out, nmax, overflow = self._run(spec, capacity, self.params, self.stats, coord, box, np.asarray(atype))
+            out, nmax, overflow = self._run(spec, capacity, self.kernels, self.params, self.stats, coord, box, atype)
             if not bool(overflow):
                 break
-            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method, capacity_factor=2.0)
-            self._specs[(coord.shape[1], box is None)] = spec
+            spec = self._spec(coord, box, capacity_factor=2.0)
         self.last_nneigh_max = np.asarray(nmax)
         return Prediction(*(np.asarray(x) for x in out))
-
-
-
-_EVALUATORS: dict = {}
-
-
-def shared_evaluator(hyper: ModelHyper, params, stats: Stats):
-    """An :class:`~jaxmd_dp.model.evaluate.Evaluator` shared by every model with these hyper-parameters (its compiled
-    functions take the weights as arguments), loaded with ``params``/``stats``. Not thread-safe."""
-    ev = _EVALUATORS.get(hyper)
-    if ev is None:
-        ev = _EVALUATORS[hyper] = Evaluator(hyper, params, stats)
-    ev.params, ev.stats = params, stats
-    return ev
 
 
 def predict_system(ev: Evaluator, system: System, nframes: int = 0, chunk: int = 8):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -11,16 +12,17 @@ import numpy as np
 
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats
-from jaxmd_dp.model.evaluate import shared_evaluator
-from jaxmd_dp.model.io import load_model, save_model
+from jaxmd_dp.model.evaluate import Evaluator
+from jaxmd_dp.model.io import FILE_FORMATS, load_model, save_frozen, save_model
 
 
 class Model:
-    """A trained se_e2_a model: hyper-parameters, weights and statistics, with numpy in/out predictions.
+    """A trained model: hyper-parameters, weights and statistics, with numpy in/out predictions.
 
-    ``Model(hyper, params, stats)``; ``Model.load(path)`` reads a model directory or frozen model file
+    ``Model(hyper, params, stats)``; ``Model.load(path)`` reads a model directory or model file
     (:func:`jaxmd_dp.api.load_model` also reads training outputs and checkpoints); ``trainer.model`` is
-    the current training state. Molecular dynamics: ``jaxmd_dp.md.energy_fn(model, ...)`` (jax-md) and
+    the current training state. Predictions go through :class:`~jaxmd_dp.model.evaluate.Evaluator`
+    (:attr:`evaluator`). Molecular dynamics: ``jaxmd_dp.md.energy_fn(model, box, atype)`` (jax-md) and
     ``jaxmd_dp.md.DPCalculator(model)`` (ASE).
     """
 
@@ -28,16 +30,27 @@ class Model:
         self.hyper = hyper
         self.params = jax.tree_util.tree_map(jnp.asarray, params)
         self.stats = Stats(*(jnp.asarray(s) for s in stats))
+        self._evaluator: Evaluator | None = None
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Model":
-        """A model directory or frozen model file (training outputs: :func:`jaxmd_dp.api.load_model`)."""
+        """A model directory or model file (training outputs: :func:`jaxmd_dp.api.load_model`)."""
         return cls(*load_model(path))
 
     def save(self, path: str | os.PathLike, info: dict | None = None):
-        """Write a model directory (``model.json`` + ``weights.npz``) that :meth:`load` and
-        ``python -m jaxmd_dp.test -m`` read."""
-        return save_model(path, self.hyper, self.params, self.stats, info)
+        """Write the model where :meth:`load` and ``python -m jaxmd_dp.test -m`` read it: one file when
+        ``path`` has a model-file suffix (``.jaxdp``, :data:`jaxmd_dp.model.io.FILE_FORMATS`), else a
+        directory (``model.json`` + ``weights.npz``). Returns the path."""
+        write = save_frozen if Path(path).suffix.lower() in FILE_FORMATS else save_model
+        return write(path, self.hyper, self.params, self.stats, info)
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """The :class:`~jaxmd_dp.model.evaluate.Evaluator` of this model (its compiled functions are shared
+        by every model of the same hyper-parameters)."""
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.hyper, self.params, self.stats)
+        return self._evaluator
 
     @property
     def type_map(self) -> list[str]:
@@ -45,8 +58,8 @@ class Model:
 
     def __repr__(self) -> str:
         h = self.hyper
-        return (f"Model(type_map={list(h.type_map)}, rcut={h.rcut}, sel={list(h.sel)}, neuron={list(h.neuron)}, "
-                f"fit_neuron={list(h.fit_neuron)})")
+        return (f"Model(type_map={list(h.type_map)}, descriptor={h.descriptor.type_name}, rcut={h.rcut}, "
+                f"sel={list(h.sel)}, neuron={list(h.neuron)}, fit_neuron={list(h.fitting.neuron)})")
 
     def atom_types(self, atype) -> np.ndarray:
         """Type indices (natoms,) from indices or chemical symbols (``["O", "H", "H", ...]``)."""
@@ -81,7 +94,7 @@ class Model:
         atype = self.atom_types(atype)
         if atype.shape[0] != coord.shape[1]:
             raise InputError(f"{atype.shape[0]} atom types for {coord.shape[1]} atoms")
-        pred = shared_evaluator(self.hyper, self.params, self.stats)(coord, box, atype)
+        pred = self.evaluator(coord, box, atype)
         return Prediction(*(p[0] for p in pred)) if single else pred
 
     def energy_and_forces(self, coord, box=None, atype=None) -> tuple[Any, np.ndarray]:

@@ -5,8 +5,8 @@ Some programs compile better with options of their own on the CPU: the evaluatio
 (:func:`jaxmd_dp.geometry.neighbor.reduction_jit`). On a GPU the training and evaluation steps are compiled
 without XLA's GEMM autotuning (:data:`GPU_STEP_OPTIONS`). An option that a user sets in ``XLA_FLAGS`` is
 theirs: it is left out of ours (:func:`backend_options`, on either backend). And a jaxlib may drop an option, after which every compile that names it
-fails ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, and
-every GPU run with validation data stopped at its first validation (session 23). So the options are checked
+fails ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, so an
+evaluation step that named it would stop a run at its first validation. So the options are checked
 once per process before any program uses them.
 """
 
@@ -19,10 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). On the H200 this
-# took the water float32 training step's first call from 15.2-16.1 to 29.8-48.4 s and Cu float32's from 6.6
-# to 15.8 s (session 42), for no faster step: the loop there is bound by the host (bench/RESULTS.md,
-# "On a GPU", sessions 35 and 42). Level 0 takes cuBLAS's heuristic choice of algorithm.
+# XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). That about doubles
+# the first training step's compile, for no faster step at these sizes: the training loop on a GPU is bound by
+# the host (docs/performance.md). Level 0 takes cuBLAS's heuristic choice of algorithm.
 GPU_STEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 

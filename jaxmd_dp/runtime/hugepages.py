@@ -3,10 +3,10 @@ buffer kept in malloc's heaps between steps (:func:`keep_freed_blocks`).
 
 XLA:CPU allocates a program's temporary buffer with ``malloc`` on every run and frees it afterwards (83 MB for
 the water training step). glibc serves a block that large from a fresh ``mmap`` each time, so every step
-page-faulted ~21,000 4-KiB pages in again (about 40 ms of kernel time per 65-ms water float32 step on a 2-core
-CPU) and then walked 0.8 GB of reads and writes through 4-KiB TLB entries. With the tunable, glibc advises
-the kernel to back such blocks with 2-MiB pages (``madvise(MADV_HUGEPAGE)``), which the kernel's default
-THP mode, ``madvise``, honours: the same step took 45 ms (``bench/RESULTS.md``, session 28).
+page-faulted ~21,000 4-KiB pages in again (a large share of the step in kernel time) and then walked 0.8 GB
+of reads and writes through 4-KiB TLB entries. With the tunable, glibc advises the kernel to back such
+blocks with 2-MiB pages (``madvise(MADV_HUGEPAGE)``), which the kernel's default THP mode, ``madvise``,
+honours: far fewer faults and TLB misses (figures: docs/performance.md).
 
 glibc reads its tunables only when a process starts. So our command-line tools (``python -m jaxmd_dp.<tool>``
 and ``jaxmd-dp``) start over once, with the tunable added to ``GLIBC_TUNABLES``, before anything heavy is
@@ -16,13 +16,11 @@ and the training summary says whether huge pages are on (:func:`status`). ``JAXM
 restart off; a ``glibc.malloc.hugetlb`` the user set is kept as it is.
 
 Huge pages still leave the block mapped and unmapped on every step, each 2-MiB page faulted in and zeroed
-again: ~10 ms of kernel time per water float32 step. Our tools therefore also tell glibc (``mallopt``, at
-start, :func:`keep_freed_blocks`) never to serve a block from its own mapping and not to give freed memory
-back to the kernel: a block up to glibc's 64-MiB heap size then comes from an arena's heap and stays there for
-the next step (water float32's 62-MB buffer: its step alone 31–39 against 36–49 ms on 2 cores; Cu float64's
-26–31 against 39–42 ms; ``bench/RESULTS.md``, session 38). Larger blocks are mapped as before. The cost: memory the process freed stays
-with it until it ends, and each thread's arena keeps its own blocks (water float32: peak RSS 0.76–0.79 against
-0.64–0.65 GB over 200 steps, 1.03 against 0.76 GB over 2,000; over 3,000 it levelled off at 1.26–1.32 GB).
+again. Our tools therefore also tell glibc (``mallopt``, at start, :func:`keep_freed_blocks`) never to serve a
+block from its own mapping and not to give freed memory back to the kernel: a block up to glibc's 64-MiB heap
+size then comes from an arena's heap and stays there for the next step (water float32's 62-MB buffer, Cu
+float64's). Larger blocks are mapped as before. The cost: memory the process freed stays with it until it
+ends, and each thread's arena keeps its own blocks (a higher peak RSS, which levels off over a long run).
 ``JAXMD_DP_KEEP_BUFFERS=0`` turns this off.
 
 This module imports nothing beyond the standard library: it runs before jax is loaded.

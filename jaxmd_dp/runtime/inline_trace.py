@@ -6,8 +6,8 @@ it, and differentiating the program goes through those calls too. Tracing the wa
 ~1,300 such calls (~660 nested traces), on one core before its compile can start. With jit disabled
 (``jax.disable_jit``, which holds for the calling thread only) while the body of an outer ``jax.jit`` is
 traced, the helpers bind their primitives straight into the outer program: the same primitives without
-the calls, and the compiled program is the same (water float32 step: 505 kernels either way, bitwise the
-same metrics). That trace took 0.48 against 0.75 s (``bench/RESULTS.md``, session 46).
+the calls, and the compiled program is the same (the same kernels, bitwise the same metrics), traced in
+about two thirds of the time.
 
 Where jit is disabled, ``lax.scan``, ``lax.map`` and ``lax.fori_loop`` with a known trip count run as Python
 loops, unrolled into the program, and ``lax.cond`` on a known predicate takes its branch in Python: use
