@@ -72,7 +72,7 @@ def tf_to_ours(tf: dict, hyper):
         if top == "descriptor":  # filter_type_{all | centre type}/{leaf}_{layer + 1}_{neighbour type}
             scope, j = ("filter_type_all", k) if hyper.type_one_side else (f"filter_type_{k % nt}", k // nt)
             return f"{scope}/{leaf}_{li + 1}_{j}"
-        scope = f"layer_{li}_type_{k}" if li < len(hyper.fit_neuron) else f"final_layer_type_{k}"
+        scope = f"layer_{li}_type_{k}" if li < len(hyper.fitting.neuron) else f"final_layer_type_{k}"
         return f"{scope}/{leaf}"
 
     params = jax.tree_util.tree_map_with_path(

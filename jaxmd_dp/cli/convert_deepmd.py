@@ -1,10 +1,13 @@
-"""Import a DeePMD-kit (PyTorch backend) se_e2_a energy model.
+"""Import a DeePMD-kit se_e2_a energy model.
 
-    python -m jaxmd_dp.convert_deepmd PARAMS INPUT -o OUT
+    python -m jaxmd_dp.convert_deepmd MODEL.dp -o OUT           # DeePMD-kit's model file (.dp or .yaml)
+    python -m jaxmd_dp.convert_deepmd PARAMS INPUT -o OUT       # a PyTorch state dict and its input.json
 
-PARAMS: a state dict saved as ``.npz`` under DeePMD-kit's key names, or a DeePMD-kit ``.pt`` checkpoint
-(needs torch). INPUT: DeePMD-kit's ``input.json`` or ``out.json`` (its ``model`` section gives the
-hyper-parameters). OUT: a model directory that ``python -m jaxmd_dp.test -m OUT`` loads.
+MODEL.dp: DeePMD-kit's backend-independent model file (``dp convert-backend model.pb model.dp`` makes one
+from a TensorFlow or PyTorch model). PARAMS: a state dict saved as ``.npz`` under DeePMD-kit's key names,
+or a DeePMD-kit ``.pt`` checkpoint (needs torch). INPUT: DeePMD-kit's ``input.json`` or ``out.json`` (its
+``model`` section gives the hyper-parameters). OUT: a model directory that ``python -m jaxmd_dp.test -m OUT``
+loads. A DeePMD-kit ``.dp`` file is also read directly by ``test -m``, ``freeze -m`` and ``--init-frz-model``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import numpy as np
 from flax.traverse_util import unflatten_dict
 
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.model.deepmd_file import CONVERT_FIRST, FILE_SUFFIXES as DEEPMD_SUFFIXES, load_deepmd
 from jaxmd_dp.model.energy import ModelHyper, Stats
+from jaxmd_dp.model.io import save_model
 
 _DESC = "descriptor.sea."
 _FIT = "fitting_net."
@@ -29,6 +34,8 @@ def hyper_from_deepmd(model: dict, source: str = "input") -> ModelHyper:
     """ModelHyper from the ``model`` section of a DeePMD-kit input/out.json."""
     try:
         return ModelHyper.from_deepmd(model)
+    except InputError as e:
+        raise InputError(f"{source}: {e}") from None
     except KeyError as e:
         raise InputError(f"{source}: missing key {e.args[0]!r} in the model section") from None
     except ValueError as e:
@@ -116,9 +123,14 @@ def read_input(path: str | Path) -> dict:
 
 
 def convert(params_path, input_path, out_path) -> Path:
-    """Convert and save; returns the model directory."""
-    from jaxmd_dp.model.io import save_model
-
+    """Convert and save; returns the model directory. ``input_path`` is None for DeePMD-kit's model file."""
+    if Path(params_path).suffix.lower() in DEEPMD_SUFFIXES + tuple(s for s in CONVERT_FIRST if s != ".pt"):
+        if input_path is not None:
+            raise InputError(f"{input_path}: not needed: {params_path} holds its hyper-parameters")
+        hyper, params, stats = load_deepmd(params_path)
+        return save_model(out_path, hyper, params, stats, {"converted_from": str(params_path)})
+    if input_path is None:
+        raise InputError(f"{params_path}: a state dict needs DeePMD-kit's input.json or out.json as INPUT")
     hyper = hyper_from_deepmd(read_input(input_path)["model"], str(input_path))
     params, stats = params_from_state_dict(load_state_dict(params_path), hyper, str(params_path))
     info = {"converted_from": str(params_path), "input": str(input_path)}
@@ -127,8 +139,9 @@ def convert(params_path, input_path, out_path) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxmd_dp.convert_deepmd", description=__doc__.split("\n")[1])
-    p.add_argument("params", help="DeePMD-kit weights: state dict .npz (DeePMD-kit key names) or .pt checkpoint")
-    p.add_argument("input", help="DeePMD-kit input.json or out.json of that model")
+    p.add_argument("params", help="DeePMD-kit model: .dp/.yaml model file, state dict .npz (DeePMD-kit key "
+                                  "names) or .pt checkpoint")
+    p.add_argument("input", nargs="?", default=None, help="DeePMD-kit input.json or out.json (state dicts only)")
     p.add_argument("-o", "--output", required=True, help="model directory to write")
     args = p.parse_args(argv)
     out = convert(args.params, args.input, args.output)

@@ -1,0 +1,531 @@
+"""DeePMD-kit's model file out and in: the ``.dp`` (HDF5) and ``.yaml`` files of ``deepmd.dpmodel``.
+
+DeePMD-kit 3.x keeps a backend-independent model file: the dict its models' ``serialize()`` build
+(``deepmd/dpmodel/utils/serialization.py``, ``save_dp_model`` / ``load_dp_model``). From it
+``dp convert-backend model.dp model.pb`` makes a TensorFlow graph (what ``pair_style deepmd`` in LAMMPS
+loads), ``.pth`` (PyTorch) or ``.savedmodel`` (JAX), and ``dp test -m model.dp`` runs DeePMD-kit's NumPy
+reference implementation. The file holds:
+
+- ``model``: the atomic model (``@class`` "Model", ``type`` "standard"): ``type_map``, the energy bias in
+  ``@variables/out_bias`` (1, ntypes, 1) eV (``out_std`` is not used for energies), the descriptor
+  (``type`` "se_e2_a": its hyper-parameters under DeePMD-kit's names, ``@variables/davg``, ``dstd``
+  (ntypes, nnei, 4), and ``embeddings``, a ``NetworkCollection`` of ``EmbeddingNetwork``s: one per
+  neighbour type with ``type_one_side`` (ndim 1), else one per (centre, neighbour) type pair at index
+  centre + neighbour·ntypes (ndim 2)) and the fitting (``type`` "ener": a ``FittingNetwork`` per centre
+  type, ``@variables/bias_atom_e`` (ntypes, 1) eV, also added to the atomic energies).
+  Each layer's ``@variables`` are ``w`` (in, out), ``b`` (out,) and ``idt`` (out,) or null.
+- ``model_def_script``: the ``model`` section of a DeePMD-kit input that builds this model (the
+  TensorFlow backend stores it in the graph).
+- ``software``, ``version``, ``time``: who wrote the file, when.
+
+In ``.dp`` every array is an HDF5 dataset ``variable_NNNN`` and the dict, with each array replaced by its
+dataset's name, is the JSON attribute ``json`` of the root group. In ``.yaml`` each array is a mapping
+``{"@class": "np.ndarray", "@is_variable": true, "@version": 1, "dtype": ..., "value": nested lists}``.
+
+Our model maps one to one: embedding net k is ``params["descriptor"]["embed_{k}"]`` (the same index),
+fitting net t ``params["fitting"]["fit_{t}"]``, their layers ``layer_{l}`` with ``matrix``/``bias``/``idt``
+for DeePMD-kit's ``w``/``b``/``idt``; davg/dstd are :class:`~jaxmd_dp.model.energy.Stats`' and its energy
+bias is ``out_bias`` (``bias_atom_e`` written as zeros; read back as the sum of both).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from jaxmd_dp.errors import InputError
+from jaxmd_dp.model.energy import ModelHyper, Stats, param_shapes
+from jaxmd_dp.runtime.file_modes import give_usual_mode
+from jaxmd_dp.version import __version__
+
+__all__ = ["FILE_SUFFIXES", "load_deepmd", "read_deepmd_file", "save_deepmd", "to_deepmd_dict", "write_deepmd_file"]
+
+#: Suffixes of DeePMD-kit's model file this module writes and reads (HDF5, YAML).
+FILE_SUFFIXES = (".dp", ".yaml", ".yml")
+#: DeePMD-kit's other model files: ``dp convert-backend`` turns them into a ``.dp`` first.
+CONVERT_FIRST = (".pb", ".pth", ".pt", ".savedmodel", ".pt2", ".pte", ".hlo")
+
+# The newest layout of each DeePMD-kit class this reader knows (its serialize()'s ``@version``).
+_VERSIONS = {"Model": 2, "Descriptor": 3, "Fitting": 4, "NetworkCollection": 1, "EmbeddingNetwork": 2,
+             "FittingNetwork": 1, "Layer": 2}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Adapters: the only places that know how our hyper-parameters and weight tree are laid out.
+
+
+def _hyper_fields(hyper: ModelHyper) -> dict:
+    """The flat hyper-parameter dict of our model files: ``type_map``, ``descriptor`` (type name), ``sel``,
+    ``rcut``, ``rcut_smth``, ``neuron``, ``axis_neuron``, ``type_one_side``, ``resnet_dt``, ``activation``,
+    ``precision``, ``fit_neuron``, ``fit_resnet_dt``, ``fit_activation``, ``fit_precision``."""
+    return hyper.to_dict()
+
+
+def _hyper_from_section(section: dict) -> ModelHyper:
+    """Our hyper-parameters from a DeePMD-kit ``model`` section (validated as a config's)."""
+    return ModelHyper.from_deepmd(section)
+
+
+def _embedding_net(params, k: int) -> dict:
+    """Embedding net k's layers: ``{"layer_0": {"matrix", "bias"[, "idt"]}, ...}``."""
+    return params["descriptor"][f"embed_{k}"]
+
+
+def _fitting_net(params, t: int) -> dict:
+    """Type t's fitting net's layers (the last one linear)."""
+    return params["fitting"][f"fit_{t}"]
+
+
+def _params_tree(embedding_nets: list[list[dict]], fitting_nets: list[list[dict]]) -> dict:
+    """The weight tree from each net's list of layers (``{"matrix", "bias"[, "idt"]}`` each)."""
+    def net(layers):
+        return {f"layer_{i}": layer for i, layer in enumerate(layers)}
+
+    return {"descriptor": {f"embed_{k}": net(n) for k, n in enumerate(embedding_nets)},
+            "fitting": {f"fit_{t}": net(n) for t, n in enumerate(fitting_nets)}}
+
+
+def _layers(net: dict) -> list[dict]:
+    return [net[f"layer_{i}"] for i in range(len(net))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Out: our model → DeePMD-kit's dict
+
+
+def _array(x, dtype=None) -> np.ndarray:
+    return np.array(x, dtype=dtype, copy=True)
+
+
+def _layer(layer: dict, activation: str, resnet: bool, precision: str) -> dict:
+    idt = layer.get("idt")
+    return {"@class": "Layer", "@version": 2, "bias": True, "use_timestep": idt is not None,
+            "activation_function": activation, "resnet": resnet, "precision": precision, "trainable": True,
+            "@variables": {"w": _array(layer["matrix"]), "b": _array(layer["bias"]),
+                           "idt": None if idt is None else _array(idt)}}
+
+
+def _collection(ndim: int, ntypes: int, network_type: str, networks: list[dict]) -> dict:
+    return {"@class": "NetworkCollection", "@version": 1, "ndim": ndim, "ntypes": ntypes,
+            "network_type": network_type, "networks": networks}
+
+
+def _model_section(h: dict) -> dict:
+    """The DeePMD-kit input ``model`` section that builds this model (``model_def_script``)."""
+    return {"type_map": list(h["type_map"]),
+            "descriptor": {"type": "se_e2_a", "sel": list(h["sel"]), "rcut": h["rcut"], "rcut_smth": h["rcut_smth"],
+                           "neuron": list(h["neuron"]), "axis_neuron": h["axis_neuron"],
+                           "type_one_side": h["type_one_side"], "resnet_dt": h["resnet_dt"],
+                           "activation_function": h["activation"], "precision": h["precision"]},
+            "fitting_net": {"type": "ener", "neuron": list(h["fit_neuron"]), "resnet_dt": h["fit_resnet_dt"],
+                            "activation_function": h["fit_activation"], "precision": h["fit_precision"]}}
+
+
+def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
+    """DeePMD-kit's model-file dict of our se_e2_a energy model (arrays as numpy arrays): ``model`` as
+    ``deepmd.dpmodel``'s standard energy model serialises itself, with ``model_def_script`` and the
+    writer's ``software``/``version``/``time``. Weights keep their dtype; davg/dstd and the biases are
+    float64. Raises InputError for a model DeePMD-kit's file cannot hold (another descriptor, bfloat16)."""
+    h = _hyper_fields(hyper)
+    kind = h.get("descriptor", "se_e2_a")
+    if kind != "se_e2_a":
+        raise InputError(f"descriptor {kind}: only se_e2_a models are written as DeePMD-kit model files")
+    for key in ("precision", "fit_precision"):
+        if h[key] not in ("float64", "float32"):
+            raise InputError(f"{key} {h[key]}: DeePMD-kit's model file holds float64 or float32 weights only")
+    type_map, ntypes = list(h["type_map"]), len(h["type_map"])
+    prec, fprec = h["precision"], h["fit_precision"]
+    neuron, fit_neuron = list(h["neuron"]), list(h["fit_neuron"])
+    nnets = ntypes if h["type_one_side"] else ntypes * ntypes
+
+    embeddings = [
+        {"@class": "EmbeddingNetwork", "@version": 2, "in_dim": 1, "neuron": list(neuron),
+         "activation_function": h["activation"], "resnet_dt": h["resnet_dt"], "bias": True, "precision": prec,
+         "layers": [_layer(layer, h["activation"], True, prec) for layer in _layers(_embedding_net(params, k))]}
+        for k in range(nnets)]
+    dim_descrpt = neuron[-1] * h["axis_neuron"]
+    fitting_nets = []
+    for t in range(ntypes):
+        layers = _layers(_fitting_net(params, t))
+        fitting_nets.append(
+            {"@class": "FittingNetwork", "@version": 1, "in_dim": dim_descrpt, "out_dim": 1, "neuron": list(fit_neuron),
+             "activation_function": h["fit_activation"], "resnet_dt": h["fit_resnet_dt"], "precision": fprec,
+             "bias_out": True,
+             "layers": [_layer(layer, h["fit_activation"], True, fprec) for layer in layers[:-1]]
+             + [_layer(layers[-1], "none", False, fprec)]})
+
+    davg, dstd, bias = (_array(s, np.float64) for s in stats)
+    descriptor = {
+        "@class": "Descriptor", "type": "se_e2_a", "@version": 2,
+        "rcut": h["rcut"], "rcut_smth": h["rcut_smth"], "sel": list(h["sel"]), "neuron": list(neuron),
+        "axis_neuron": h["axis_neuron"], "resnet_dt": h["resnet_dt"], "trainable": True,
+        "type_one_side": h["type_one_side"], "exclude_types": [], "env_protection": 0.0, "set_davg_zero": False,
+        "activation_function": h["activation"], "precision": prec, "spin": None,
+        "env_mat": {"rcut": h["rcut"], "rcut_smth": h["rcut_smth"], "protection": 0.0, "use_exp_switch": False},
+        "embeddings": _collection(1 if h["type_one_side"] else 2, ntypes, "embedding_network", embeddings),
+        "@variables": {"davg": davg, "dstd": dstd},
+        "type_map": type_map,
+    }
+    fitting = {
+        "@class": "Fitting", "@version": 4, "var_name": "energy", "ntypes": ntypes, "dim_descrpt": dim_descrpt,
+        "neuron": list(fit_neuron), "resnet_dt": h["fit_resnet_dt"], "numb_fparam": 0, "numb_aparam": 0,
+        "dim_case_embd": 0, "default_fparam": None, "rcond": None, "activation_function": h["fit_activation"],
+        "precision": fprec, "mixed_types": False, "exclude_types": [],
+        "nets": _collection(1, ntypes, "fitting_network", fitting_nets),
+        "@variables": {"bias_atom_e": np.zeros((ntypes, 1)), "case_embd": None, "fparam_avg": None,
+                       "fparam_inv_std": None, "aparam_avg": None, "aparam_inv_std": None},
+        "type_map": type_map, "tot_ener_zero": False, "trainable": [True] * (len(fit_neuron) + 1),
+        "layer_name": None, "use_aparam_as_mask": False, "spin": None, "type": "ener", "dim_out": 1, "atom_ener": [],
+    }
+    model = {
+        "type_map": type_map, "atom_exclude_types": [], "pair_exclude_types": [], "rcond": None,
+        "preset_out_bias": None,
+        "@variables": {"out_bias": bias.reshape(1, ntypes, 1), "out_std": np.ones((1, ntypes, 1))},
+        "@class": "Model", "type": "standard", "@version": 2, "descriptor": descriptor, "fitting": fitting,
+    }
+    return {"software": "jaxmd_dp", "version": __version__,
+            "time": str(datetime.datetime.now(tz=datetime.timezone.utc)),
+            "backend": "jaxmd_dp", "model": model, "model_def_script": _model_section(h), "@variables": {}}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The file: .dp (HDF5) or .yaml
+
+
+def _map_variables(obj: Any, fn: Callable[[Any], Any], in_variables: bool = False) -> Any:
+    """A copy of the dict with ``fn`` applied to every variable: each leaf under an ``@variables`` key and
+    each mapping marked ``@is_variable`` (DeePMD-kit's ``traverse_model_dict``); None stays None."""
+    if isinstance(obj, dict):
+        if obj.get("@is_variable", False):
+            return fn(obj)
+        return {k: _map_variables(v, fn, in_variables or k == "@variables") for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_variables(v, fn, in_variables) for v in obj]
+    if obj is None or not in_variables:
+        return obj
+    return fn(obj)
+
+
+def _suffix(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in CONVERT_FIRST:
+        raise InputError(f"{path}: a DeePMD-kit {suffix} model; convert it to a .dp model file first: "
+                         f"dp convert-backend {path.name} {path.stem}.dp")
+    if suffix not in FILE_SUFFIXES:
+        raise InputError(f"{path}: DeePMD-kit's model file is .dp (HDF5) or .yaml, not {suffix or 'no suffix'!r}")
+    return suffix
+
+
+def _h5py(path: Path):
+    try:
+        import h5py
+    except ImportError:
+        raise InputError(f"{path}: DeePMD-kit's .dp model file needs h5py (pip install h5py, or the "
+                         "'deepmd' extra: pip install 'jaxmd_dp[deepmd]'); .yaml needs nothing more") from None
+    return h5py
+
+
+def _write_hdf5(tmp: str, data: dict, h5py) -> None:
+    with h5py.File(tmp, "w") as f:
+        count = iter(range(1 << 62))
+
+        def store(x):
+            return f.create_dataset(f"variable_{next(count):04d}", data=np.asarray(x)).name
+
+        f.attrs["json"] = json.dumps(_map_variables(data, store), separators=(",", ":"))
+
+
+def _write_yaml(tmp: str, data: dict) -> None:
+    import yaml
+
+    def tagged(x):
+        if not isinstance(x, np.ndarray):
+            return x
+        return {"@class": "np.ndarray", "@is_variable": True, "@version": 1, "dtype": x.dtype.name,
+                "value": x.tolist()}
+
+    with open(tmp, "w") as f:
+        yaml.safe_dump(_map_variables(data, tagged), f)
+
+
+def write_deepmd_file(path: str | os.PathLike, data: dict) -> Path:
+    """Write a DeePMD-kit model-file dict (``deepmd.dpmodel``'s ``save_dp_model`` layout) atomically: ``.dp``
+    (HDF5, needs h5py) or ``.yaml``/``.yml`` by the suffix; a temporary file beside ``path`` renamed into
+    place, so a failed write leaves no file. Returns the path."""
+    path = Path(path)
+    suffix = _suffix(path)
+    h5py = _h5py(path) if suffix == ".dp" else None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        try:
+            if h5py is not None:
+                _write_hdf5(tmp, data, h5py)
+            else:
+                _write_yaml(tmp, data)
+            give_usual_mode(tmp)  # mkstemp's file is private (0600)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write the model ({e.strerror or e})") from None
+    return path
+
+
+def save_deepmd(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats) -> Path:
+    """Write DeePMD-kit's model file of the model (:func:`to_deepmd_dict`): ``.dp`` (HDF5, needs h5py) or
+    ``.yaml``/``.yml`` by the suffix, atomically (:func:`write_deepmd_file`). Returns the path."""
+    path = Path(path)
+    if _suffix(path) == ".dp":
+        _h5py(path)  # refused before anything is computed
+    return write_deepmd_file(path, to_deepmd_dict(hyper, params, stats))
+
+
+def read_deepmd_file(path: str | os.PathLike) -> dict:
+    """The dict of DeePMD-kit's ``.dp`` or ``.yaml`` model file, arrays as numpy arrays
+    (``deepmd.dpmodel.utils.serialization.load_dp_model``'s result)."""
+    path = Path(path)
+    suffix = _suffix(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if suffix == ".dp":
+        h5py = _h5py(path)
+        try:
+            with h5py.File(path, "r") as f:
+                if "json" not in f.attrs:
+                    raise InputError(f"{path}: an HDF5 file without DeePMD-kit's 'json' attribute (not a .dp model)")
+                data = json.loads(f.attrs["json"])
+                return _map_variables(data, lambda name: np.array(f[name][()]))
+        except OSError as e:
+            raise InputError(f"{path}: not a readable HDF5 file ({e})") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise InputError(f"{path}: a broken DeePMD-kit .dp model ({type(e).__name__}: {e})") from None
+    import yaml
+
+    def array(x):
+        if isinstance(x, dict) and x.get("@class") == "np.ndarray":
+            return np.asarray(x["value"], dtype=np.dtype(x["dtype"]))
+        return x
+
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a DeePMD-kit model file (no mapping at the top)")
+    try:
+        return _map_variables(data, array)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{path}: a broken array in the model file ({type(e).__name__}: {e})") from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# In: DeePMD-kit's dict → our model
+
+
+class _Refused(Exception):
+    """Why a DeePMD-kit model cannot be read (one line)."""
+
+
+def _check_version(d: dict, where: str) -> None:
+    cls, version = d.get("@class"), d.get("@version", 1)
+    newest = _VERSIONS.get(cls)
+    if newest is not None and isinstance(version, int) and version > newest:
+        raise _Refused(f"{where} ({cls}) has layout version {version}; this reader knows up to {newest}")
+
+
+def _nonempty(v) -> bool:
+    return v is not None and v is not False and v != [] and v != 0 and v != 0.0
+
+
+def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
+    """One line for the first DeePMD-kit feature of the model that our se_e2_a energy model lacks."""
+    checks = [
+        ("model.atom_exclude_types", model.get("atom_exclude_types"), "excluded atom types"),
+        ("model.pair_exclude_types", model.get("pair_exclude_types"), "excluded type pairs"),
+        ("descriptor.exclude_types", desc.get("exclude_types"), "excluded type pairs"),
+        ("descriptor.env_protection", desc.get("env_protection"), "a protected environment matrix"),
+        ("descriptor.spin", desc.get("spin"), "spin"),
+        ("descriptor.env_mat.use_exp_switch", (desc.get("env_mat") or {}).get("use_exp_switch"),
+         "the exponential switch"),
+        ("descriptor.compress", desc.get("compress"), "a compressed (tabulated) descriptor"),
+        ("fitting.numb_fparam", fit.get("numb_fparam"), "frame parameters"),
+        ("fitting.numb_aparam", fit.get("numb_aparam"), "atomic parameters"),
+        ("fitting.default_fparam", fit.get("default_fparam"), "frame parameters"),
+        ("fitting.dim_case_embd", fit.get("dim_case_embd"), "case embeddings (multi-task)"),
+        ("fitting.mixed_types", fit.get("mixed_types"), "one fitting net for all types"),
+        ("fitting.exclude_types", fit.get("exclude_types"), "excluded atom types"),
+        ("fitting.atom_ener", [e for e in fit.get("atom_ener") or [] if e is not None], "fixed atomic energies"),
+        ("fitting.use_aparam_as_mask", fit.get("use_aparam_as_mask"), "atomic parameters as a mask"),
+        ("fitting.layer_name", [n for n in fit.get("layer_name") or [] if n is not None], "shared layers"),
+        ("fitting.spin", fit.get("spin"), "spin"),
+    ]
+    for key, value, what in checks:
+        if _nonempty(value):
+            shown = json.dumps(value, default=str)
+            raise _Refused(f"{key} is {shown if len(shown) <= 40 else 'set'}: {what} is not supported by jaxmd_dp")
+    for key, value in (("descriptor.trainable", desc.get("trainable", True)),
+                       ("fitting.trainable", fit.get("trainable", True))):
+        if not all(v is True for v in (value if isinstance(value, list) else [value])):
+            raise _Refused(f"{key} is {json.dumps(value)}: frozen (untrainable) layers are not supported by jaxmd_dp")
+    if fit.get("var_name", "energy") != "energy" or fit.get("dim_out", 1) != 1:
+        raise _Refused(f"fitting fits {fit.get('var_name')!r} of dimension {fit.get('dim_out')}, not the energy")
+
+
+def _section(model: dict) -> dict:
+    """A DeePMD-kit input ``model`` section of the model's hyper-parameters."""
+    desc, fit = model["descriptor"], model["fitting"]
+    d_keys = ("sel", "rcut", "rcut_smth", "neuron", "axis_neuron", "type_one_side", "resnet_dt",
+              "activation_function", "precision")
+    f_keys = ("neuron", "resnet_dt", "activation_function", "precision")
+    missing = [f"descriptor.{k}" for k in d_keys if k not in desc] + [f"fitting.{k}" for k in f_keys if k not in fit]
+    if "type_map" not in model:
+        missing.insert(0, "type_map")
+    if missing:
+        raise _Refused(f"missing {', '.join(missing)}")
+    return {"type_map": list(model["type_map"]),
+            "descriptor": {"type": "se_e2_a", **{k: desc[k] for k in d_keys}},
+            "fitting_net": {"type": "ener", **{k: fit[k] for k in f_keys}}}
+
+
+def _net_layers(net: dict, where: str, activation: str, n_hidden: int, linear_out: bool) -> list[dict]:
+    """A DeePMD-kit net's layers as ours ({"matrix", "bias"[, "idt"]}), checking their kinds."""
+    _check_version(net, where)
+    layers = net.get("layers")
+    if not isinstance(layers, list) or len(layers) != n_hidden + linear_out:
+        raise _Refused(f"{where} has {len(layers) if isinstance(layers, list) else 'no'} layers, "
+                       f"expected {n_hidden + linear_out}")
+    out = []
+    for i, layer in enumerate(layers):
+        at = f"{where}.layers[{i}]"
+        _check_version(layer, at)
+        v = layer.get("@variables") or {}
+        hidden = i < n_hidden
+        want_act = activation if hidden else "none"
+        act = str(layer.get("activation_function") or "none").lower()
+        if act != want_act:
+            raise _Refused(f"{at} has activation {act!r}, the net's is {want_act!r}")
+        if v.get("w") is None or v.get("b") is None or layer.get("bias") is False:
+            raise _Refused(f"{at} has no bias (only layers with a bias are supported)")
+        if bool(layer.get("resnet", hidden)) != hidden:
+            raise _Refused(f"{at}: resnet is {layer.get('resnet')}, expected {hidden}")
+        leaves = {"matrix": v["w"], "bias": v["b"]}
+        if v.get("idt") is not None:
+            leaves["idt"] = v["idt"]
+        out.append(leaves)
+    return out
+
+
+def _nets(collection: dict, where: str, ndim: int, ntypes: int) -> list[dict]:
+    _check_version(collection, where)
+    nets = collection.get("networks")
+    if collection.get("ndim") != ndim or collection.get("ntypes") != ntypes or not isinstance(nets, list) \
+            or len(nets) != ntypes ** ndim or any(n is None for n in nets):
+        raise _Refused(f"{where}: expected {ntypes ** ndim} nets (ndim {ndim}, {ntypes} types), got "
+                       f"ndim {collection.get('ndim')} and {len(nets) if isinstance(nets, list) else 'no'} nets")
+    return nets
+
+
+def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
+    model = data.get("model", data) if isinstance(data, dict) else None
+    if not isinstance(model, dict):
+        raise _Refused("no 'model' in the file")
+    if model.get("@class") != "Model" or model.get("type", "standard") != "standard":
+        kind = model.get("type", model.get("@class"))
+        raise _Refused(f"a DeePMD-kit {kind!r} model; only a standard se_e2_a energy model is read")
+    _check_version(model, "model")
+    desc, fit = model.get("descriptor"), model.get("fitting")
+    if not isinstance(desc, dict) or not isinstance(fit, dict):
+        raise _Refused("the model has no descriptor or fitting")
+    if desc.get("type") not in ("se_e2_a", "se_a"):
+        raise _Refused(f"descriptor {desc.get('type')!r}; only se_e2_a is supported by jaxmd_dp")
+    if fit.get("type") != "ener":
+        raise _Refused(f"fitting {fit.get('type')!r}; only the energy fitting 'ener' is supported by jaxmd_dp")
+    _check_version(desc, "descriptor")
+    _check_version(fit, "fitting")
+    _refuse_features(model, desc, fit)
+    try:
+        hyper = _hyper_from_section(_section(model))
+    except InputError as e:
+        raise _Refused(str(e)) from None
+    h = _hyper_fields(hyper)
+    ntypes, tos = len(h["type_map"]), h["type_one_side"]
+    dim_descrpt = h["neuron"][-1] * h["axis_neuron"]
+    if fit.get("dim_descrpt", dim_descrpt) != dim_descrpt:
+        raise _Refused(f"fitting.dim_descrpt is {fit['dim_descrpt']}, se_e2_a gives {dim_descrpt} "
+                       "(a type embedding is not supported)")
+
+    embeds = [_net_layers(n, f"descriptor.embeddings.networks[{k}]", h["activation"], len(h["neuron"]), False)
+              for k, n in enumerate(_nets(desc.get("embeddings") or {}, "descriptor.embeddings", 1 if tos else 2,
+                                          ntypes))]
+    fits = [_net_layers(n, f"fitting.nets.networks[{t}]", h["fit_activation"], len(h["fit_neuron"]), True)
+            for t, n in enumerate(_nets(fit.get("nets") or {}, "fitting.nets", 1, ntypes))]
+    params = _params_tree(embeds, fits)
+
+    import jax
+
+    want = param_shapes(hyper)
+    got_struct = jax.tree_util.tree_structure(params)
+    if got_struct != jax.tree_util.tree_structure(want):
+        raise _Refused("the nets' layers do not match the hyper-parameters (idt where resnet_dt is false, "
+                       "or missing where it is true)")
+    bad = [f"{'/'.join(str(getattr(p, 'key', p)) for p in path)} {np.shape(x)} (expected {tuple(w.shape)})"
+           for (path, x), w in zip(jax.tree_util.tree_flatten_with_path(params)[0], jax.tree_util.tree_leaves(want))
+           if np.shape(x) != tuple(w.shape)]
+    if bad:
+        raise _Refused(f"weight shapes do not match the hyper-parameters: {bad[0]}")
+    params = jax.tree_util.tree_map(lambda x, w: np.asarray(x, dtype=w.dtype), params, want)
+
+    dvars, mvars, fvars = desc.get("@variables") or {}, model.get("@variables") or {}, fit.get("@variables") or {}
+    shape = (ntypes, int(sum(h["sel"])), 4)
+    if dvars.get("davg") is None or dvars.get("dstd") is None:
+        raise _Refused("descriptor has no davg/dstd")
+    davg, dstd = np.asarray(dvars["davg"], np.float64), np.asarray(dvars["dstd"], np.float64)
+    if davg.shape != shape or dstd.shape != shape:
+        raise _Refused(f"descriptor davg/dstd have shape {davg.shape}/{dstd.shape}, sel and type_map give {shape}")
+    bias = np.zeros(ntypes)
+    out_bias = mvars.get("out_bias")
+    if out_bias is not None:
+        out_bias = np.asarray(out_bias, np.float64)
+        if out_bias.shape != (1, ntypes, 1):
+            raise _Refused(f"model out_bias has shape {out_bias.shape}, expected (1, {ntypes}, 1)")
+        bias = bias + out_bias[0, :, 0]
+    if fvars.get("bias_atom_e") is not None:
+        bias_atom_e = np.asarray(fvars["bias_atom_e"], np.float64)
+        if bias_atom_e.shape != (ntypes, 1):
+            raise _Refused(f"fitting bias_atom_e has shape {bias_atom_e.shape}, expected ({ntypes}, 1)")
+        bias = bias + bias_atom_e[:, 0]
+    return hyper, params, Stats(davg, dstd, bias)
+
+
+def load_deepmd(path: str | os.PathLike) -> tuple[ModelHyper, dict, Stats]:
+    """(hyper, params, stats) of DeePMD-kit's ``.dp``/``.yaml`` model file of an se_e2_a energy model (any
+    DeePMD-kit backend's, e.g. from ``dp convert-backend model.pb model.dp``). A model we cannot run
+    exactly as DeePMD-kit does (another descriptor or fitting, excluded types, frame/atomic parameters,
+    fixed atomic energies, spin, ...) raises InputError with one line saying why; ``.pb``/``.pth`` files
+    raise one telling to ``dp convert-backend`` them first. Settings that only shaped training (``rcond``,
+    ``preset_out_bias``, ``set_davg_zero``, ``tot_ener_zero``) are not read. Weights keep the file's values
+    (cast to the precision's dtype), stats are float64; the energy bias is ``out_bias`` + ``bias_atom_e``."""
+    path = Path(path)
+    data = read_deepmd_file(path)
+    try:
+        hyper, params, stats = _from_dict(data)
+    except _Refused as e:
+        raise InputError(f"{path}: {e}") from None
+    if data.get("backend") == "TensorFlow" and not np.any(stats.energy_bias):
+        # DeePMD-kit's TensorFlow energy model does not read model_attr/t_out_bias back from a .pb
+        warnings.warn(f"{path}: converted from a TensorFlow .pb with a zero energy bias: DeePMD-kit's "
+                      "`dp convert-backend` does not carry a .pb's out_bias over, so energies may lack a constant "
+                      "per atom type (compare `dp test` on the .pb)", stacklevel=2)
+    return hyper, params, stats
