@@ -76,10 +76,14 @@ def tf_to_ours(tf: dict, hyper):
         return f"{scope}/{leaf}"
 
     params = jax.tree_util.tree_map_with_path(
-        lambda path, s: np.asarray(tf[tf_name(path)], s.dtype).reshape(s.shape), param_shapes(hyper))
+        lambda path, s: np.asarray(tf[tf_name(path)], s.dtype).reshape(s.shape), param_shapes(hyper)
+    )
     shape = (nt, hyper.nnei, 4)
-    stats = Stats(tf["descrpt_attr/t_avg"].reshape(shape), tf["descrpt_attr/t_std"].reshape(shape),
-                  tf["fitting_attr/t_bias_atom_e"].reshape(nt))
+    stats = Stats(
+        tf["descrpt_attr/t_avg"].reshape(shape),
+        tf["descrpt_attr/t_std"].reshape(shape),
+        tf["fitting_attr/t_bias_atom_e"].reshape(nt),
+    )
     return params, stats
 
 
@@ -96,9 +100,9 @@ def main() -> None:
     jax.config.update("jax_enable_x64", True)
     from flax.traverse_util import flatten_dict
 
+    from jaxmd_dp.cli.plot import read_lcurve
     from jaxmd_dp.model.energy import ModelHyper
     from jaxmd_dp.model.io import load_model, save_model
-    from jaxmd_dp.cli.plot import read_lcurve
 
     src = json.loads(a.input.read_text())
     out = (a.out or Path("runs/trajectory") / a.input.stem).resolve()
@@ -118,16 +122,30 @@ def main() -> None:
     (out / "input0.json").write_text(json.dumps({**src, "training": {**training, "numb_steps": 0}}, indent=1))
     print(f"batch: {nf} frames of {first}; {a.steps} steps, decay every {decay}", flush=True)
 
-    tf_py = Path(subprocess.run(["bash", str(DK), "install", "tf"], check=True, capture_output=True,
-                                text=True).stdout.split()[-1]).parent / "python"
+    tf_py = (
+        Path(
+            subprocess.run(
+                ["bash", str(DK), "install", "tf"], check=True, capture_output=True, text=True
+            ).stdout.split()[-1]
+        ).parent
+        / "python"
+    )
 
     def dp_train(name: str, inp: str) -> dict:
         (out / name).mkdir()
         with open(out / name / "log", "w") as log:
-            subprocess.run(["bash", str(DK), "dp", "tf", "train", str(out / inp)], cwd=out / name, check=True,
-                           stdout=log, stderr=subprocess.STDOUT)
-        subprocess.run([str(tf_py), "-c", DUMP, str(out / name / "model.ckpt"), str(out / name / "vars.npz")],
-                       check=True, capture_output=True)
+            subprocess.run(
+                ["bash", str(DK), "dp", "tf", "train", str(out / inp)],
+                cwd=out / name,
+                check=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        subprocess.run(
+            [str(tf_py), "-c", DUMP, str(out / name / "model.ckpt"), str(out / name / "vars.npz")],
+            check=True,
+            capture_output=True,
+        )
         z = np.load(out / name / "vars.npz")
         return {k: z[k] for k in z.files}
 
@@ -137,9 +155,24 @@ def main() -> None:
     save_model(out / "init", hyper, params0, stats)
     tfN = dp_train("tf", "input.json")
     with open(out / "ours.log", "w") as log:
-        subprocess.run([sys.executable, "-m", "jaxmd_dp.train", str(out / "input.json"), "--init-model", str(out / "init"),
-                        "-o", str(out / "ours"), "--force", f"optimizer.adam_form={a.adam_form}"],
-                       check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(checkout.ROOT)})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jaxmd_dp.train",
+                str(out / "input.json"),
+                "--init-model",
+                str(out / "init"),
+                "-o",
+                str(out / "ours"),
+                "--force",
+                f"optimizer.adam_form={a.adam_form}",
+            ],
+            check=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(checkout.ROOT)},
+        )
     _, paramsN, _ = load_model(out / "ours")
 
     lt, lo = read_lcurve(out / "tf" / "lcurve.out"), read_lcurve(out / "ours" / "lcurve.out")
@@ -154,11 +187,15 @@ def main() -> None:
         worst = np.maximum(worst, [abs(x - y) / max(abs(x), 1e-300) for x, y in zip(t, o)])
         worst_abs = np.maximum(worst_abs, [abs(x - y) for x, y in zip(t, o)])
         print(f"{k:5d} " + " ".join(f"{x:14.3e} {y:9.3e}" for x, y in zip(t, o)))
-    print("largest difference per column (of 3 printed digits), relative / absolute: "
-          + ", ".join(f"{c} {w:.1e} / {v:.1e}" for c, w, v in zip(cols, worst, worst_abs)))
+    print(
+        "largest difference per column (of 3 printed digits), relative / absolute: "
+        + ", ".join(f"{c} {w:.1e} / {v:.1e}" for c, w, v in zip(cols, worst, worst_abs))
+    )
 
-    oursN, start, tfN_ours = ({k: np.asarray(v, np.float64) for k, v in flatten_dict(tree, sep="/").items()}
-                              for tree in (paramsN, params0, tf_to_ours(tfN, hyper)[0]))
+    oursN, start, tfN_ours = (
+        {k: np.asarray(v, np.float64) for k, v in flatten_dict(tree, sep="/").items()}
+        for tree in (paramsN, params0, tf_to_ours(tfN, hyper)[0])
+    )
     print(f"\nweights after {a.steps} steps (adam_form={a.adam_form}):")
     print(f"{'array':38s} {'|ours-tf|/|tf|':>15} {'|tf-W0|/|W0|':>13}")
     worst = 0.0

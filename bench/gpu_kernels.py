@@ -28,7 +28,6 @@ import statistics
 import time
 
 import checkout  # noqa: F401  (this checkout's jaxmd_dp and pallas_kernels first on the path)
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -133,7 +132,10 @@ def print_counts(dtype: str):
     itemsize = np.dtype(dtype).itemsize
     print(f"\n== Analytic counts and H100 SXM roofline ESTIMATES ({dtype}; one frame) ==")
     print("   (HBM 3.35 TB/s; FP64 34 TFLOP/s [67 with tensor cores, not usable by these kernels]; FP32 67 TFLOP/s)")
-    hdr = f"{'system':>10} {'kernel':>16} {'GFLOP':>9} {'Gop':>8} {'MB':>9} {'FLOP/B':>7} {'t_mem us':>9} {'t_comp us':>9} {'est us':>8} bound"
+    hdr = (
+        f"{'system':>10} {'kernel':>16} {'GFLOP':>9} {'Gop':>8} {'MB':>9} {'FLOP/B':>7} {'t_mem us':>9} "
+        f"{'t_comp us':>9} {'est us':>8} bound"
+    )
     print(hdr)
     for label, nrep in (("water192", 1), ("water1536", 2)):
         coord, box, atype = water_box(nrep)
@@ -145,14 +147,22 @@ def print_counts(dtype: str):
         for name, f, o, b in rows:
             t_mem, t_cmp, t = roofline(f, b, o, dtype)
             bound = "memory" if t_mem >= t_cmp else "compute"
-            print(f"{label:>10} {name:>16} {f / 1e9:9.4f} {o / 1e9:8.4f} {b / 1e6:9.3f} {f / b:7.2f} "
-                  f"{t_mem * 1e6:9.2f} {t_cmp * 1e6:9.2f} {t * 1e6:8.2f} {bound}")
-        print(f"{'':>10} neighbour plan: method={spec.method} ncell={spec.ncell} reach={spec.reach} "
-              f"capacity={spec.capacity} candidates/atom={cfg.ncand} chunk={cfg.chunk}×{cfg.nchunks} BA={cfg.ba}")
-    print("   Estimates only: tiny grids (192 atoms → few programs) will not fill an H100; launch overhead"
-          " (~3-5 us per kernel) dominates at this size.")
-    print("   The neighbour selection is a chain of sum(sel) dependent block reductions per program (one per"
-          " slot), so it is latency-bound: expect well above its throughput estimate.")
+            print(
+                f"{label:>10} {name:>16} {f / 1e9:9.4f} {o / 1e9:8.4f} {b / 1e6:9.3f} {f / b:7.2f} "
+                f"{t_mem * 1e6:9.2f} {t_cmp * 1e6:9.2f} {t * 1e6:8.2f} {bound}"
+            )
+        print(
+            f"{'':>10} neighbour plan: method={spec.method} ncell={spec.ncell} reach={spec.reach} "
+            f"capacity={spec.capacity} candidates/atom={cfg.ncand} chunk={cfg.chunk}×{cfg.nchunks} BA={cfg.ba}"
+        )
+    print(
+        "   Estimates only: tiny grids (192 atoms → few programs) will not fill an H100; launch overhead"
+        " (~3-5 us per kernel) dominates at this size."
+    )
+    print(
+        "   The neighbour selection is a chain of sum(sel) dependent block reductions per program (one per"
+        " slot), so it is latency-bound: expect well above its throughput estimate."
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -189,7 +199,9 @@ def time_system(label, nrep, dtype, repeats, interpret):
     def paths(kern):
         if kern:
             build = lambda c_, b_: pnb.build(spec, c_, b_, t, interpret=interpret)
-            env = lambda c_, b_: pem.env_mat(c_, b_, t, nl.idx, nl.shift, RCUT, RCUT_SMTH, davg, dstd, interpret=interpret)
+            env = lambda c_, b_: pem.env_mat(
+                c_, b_, t, nl.idx, nl.shift, RCUT, RCUT_SMTH, davg, dstd, interpret=interpret
+            )
         else:
             build = lambda c_, b_: ref_nb.build(spec, c_, b_, t)
             env = lambda c_, b_: ref_env.env_mat(c_, b_, t, nl.idx, nl.shift, RCUT, RCUT_SMTH, davg, dstd)
@@ -238,8 +250,10 @@ def main(argv=None):
         print("\nNo GPU: --cpu-smoke runs the kernels INTERPRETED; these timings only check the script.")
         time_system("water192 (interpreted)", 1, args.dtype, 1, interpret=True)
     else:
-        print("\nNo GPU (jax.default_backend() == %r): skipping timings; the counts above are estimates."
-              % jax.default_backend())
+        print(
+            f"\nNo GPU (jax.default_backend() == {jax.default_backend()!r}): skipping timings; "
+            "the counts above are estimates."
+        )
 
 
 if __name__ == "__main__":

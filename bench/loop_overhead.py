@@ -56,8 +56,15 @@ def main(argv=None) -> int:
     keep_freed_blocks(only_tools=False)  # as the CLI does (JAXMD_DP_KEEP_BUFFERS=0: not)
     print(f"huge pages: {status()}; CPU buffers: {buffers_status()}")  # set GLIBC_TUNABLES to match the CLI
 
-    config = load_config(args.config, ["training.numb_steps=100000000", "training.save_freq=100000000",
-                                       "training.disp_freq=100000000", *args.overrides])
+    config = load_config(
+        args.config,
+        [
+            "training.numb_steps=100000000",
+            "training.save_freq=100000000",
+            "training.disp_freq=100000000",
+            *args.overrides,
+        ],
+    )
     tr = Trainer(config, tempfile.mkdtemp(prefix="loop_overhead_"), log=lambda *a, **k: None)
     real_step, real_next, real_prepare = tr.train_step, tr.batches.next, tr.prepare
     tr.fit(2)  # compiles the step for the first batch
@@ -103,8 +110,9 @@ def main(argv=None) -> int:
         filled = tr.neighbor_cache  # keep the cache filled above)
         mb = config.training.neighbor_cache_mb
         # the device store: list slots for this round's draws, as in a run this long
-        tr.neighbor_cache = NeighborCache(tr.train_systems, tr.hyper.ntypes, mb,
-                                          args.steps * max(tr.train_data.batch_sizes))
+        tr.neighbor_cache = NeighborCache(
+            tr.train_systems, tr.hyper.ntypes, mb, args.steps * max(tr.train_data.batch_sizes)
+        )
         try:
             fit_with()
         finally:
@@ -124,16 +132,22 @@ def main(argv=None) -> int:
         for name, f in ways.items():
             t, c = time.perf_counter(), time.process_time()
             f()
-            res[name].append(((time.perf_counter() - t) / args.steps * 1e3, (time.process_time() - c) / args.steps * 1e3))
+            res[name].append(
+                ((time.perf_counter() - t) / args.steps * 1e3, (time.process_time() - c) / args.steps * 1e3)
+            )
         print("  ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}" for k, v in res.items()), flush=True)
     bare_w = [w for w, _ in res["bare"]]
-    print(f"{args.config} {' '.join(args.overrides)}: {jax.devices()[0].platform}, {args.rounds} rounds of "
-          f"{args.steps} steps, ms per step (wall / process CPU; medians)")
+    print(
+        f"{args.config} {' '.join(args.overrides)}: {jax.devices()[0].platform}, {args.rounds} rounds of "
+        f"{args.steps} steps, ms per step (wall / process CPU; medians)"
+    )
     for k, v in res.items():
         w, c = [x[0] for x in v], [x[1] for x in v]
         diff = statistics.median(a - b for a, b in zip(w, bare_w))
-        print(f"  {k:13s} wall {statistics.median(w):7.3f}  CPU {statistics.median(c):7.3f}  wall − bare "
-              f"(paired) {diff:+.3f}")
+        print(
+            f"  {k:13s} wall {statistics.median(w):7.3f}  CPU {statistics.median(c):7.3f}  wall − bare "
+            f"(paired) {diff:+.3f}"
+        )
     return 0
 
 

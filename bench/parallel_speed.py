@@ -25,8 +25,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-THREAD_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+THREAD_ENV = {
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 
 def _rank() -> int:
@@ -81,19 +85,29 @@ def child(args) -> None:
     pins = workers.gather(pinned)
     cpus = workers.gather(cpu)
     if workers.is_writer:
-        res = {"processes": workers.nprocs, "workers": workers.size, "steps": args.steps,
-               "frames_per_worker_step": frames / args.steps, "wall_s": round(wall, 3),
-               "samples_per_s": round(workers.size * frames / wall, 3), "s_per_step": round(wall / args.steps, 4),
-               "cpu_s_per_step": [round(c / args.steps, 4) for c in cpus],  # each process's own CPU time
-               "cores": pins, "launcher": workers.launcher}
+        res = {
+            "processes": workers.nprocs,
+            "workers": workers.size,
+            "steps": args.steps,
+            "frames_per_worker_step": frames / args.steps,
+            "wall_s": round(wall, 3),
+            "samples_per_s": round(workers.size * frames / wall, 3),
+            "s_per_step": round(wall / args.steps, 4),
+            "cpu_s_per_step": [round(c / args.steps, 4) for c in cpus],  # each process's own CPU time
+            "cores": pins,
+            "launcher": workers.launcher,
+        }
         print("RESULT " + json.dumps(res), flush=True)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=str(REPO / "configs" / "water.yaml"))
-    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "water"),
-                   help="directory with data_0..data_2 (DeePMD-kit's water example)")
+    p.add_argument(
+        "--data",
+        default=str(REPO.parent / "shared" / "data" / "water"),
+        help="directory with data_0..data_2 (DeePMD-kit's water example)",
+    )
     p.add_argument("--steps", type=int, default=40, help="timed steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation)")
     p.add_argument("--procs", type=int, nargs="+", default=[1, 2], help="process counts to measure")
@@ -108,13 +122,29 @@ def main(argv=None) -> int:
 
     env = {**os.environ, **THREAD_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    mpiexec = args.mpiexec or (str(Path(sys.executable).parent / "mpiexec")
-                               if (Path(sys.executable).parent / "mpiexec").exists() else shutil.which("mpiexec"))
+    mpiexec = args.mpiexec or (
+        str(Path(sys.executable).parent / "mpiexec")
+        if (Path(sys.executable).parent / "mpiexec").exists()
+        else shutil.which("mpiexec")
+    )
     print(f"load average before: {os.getloadavg()}; cores usable: {len(os.sched_getaffinity(0))}", flush=True)
     results = []
     for n in args.procs:
-        cmd = [sys.executable, __file__, "--child", "--nprocs", str(n), "--config", args.config, "--data", args.data,
-               "--steps", str(args.steps), "--warmup", str(args.warmup)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--nprocs",
+            str(n),
+            "--config",
+            args.config,
+            "--data",
+            args.data,
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+        ]
         if n > 1:
             if mpiexec is None:
                 print(f"skipping {n} processes: no mpiexec", flush=True)
@@ -125,7 +155,7 @@ def main(argv=None) -> int:
         if out.returncode != 0 or not lines:
             print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
             return 1
-        res = json.loads(lines[-1][len("RESULT "):])
+        res = json.loads(lines[-1][len("RESULT ") :])
         res["load_after"] = [round(x, 2) for x in os.getloadavg()]
         results.append(res)
         print(json.dumps(res), flush=True)
@@ -133,8 +163,10 @@ def main(argv=None) -> int:
     if 1 in by_n and len(by_n) > 1:
         for n, r in sorted(by_n.items()):
             if n > 1:
-                print(f"speed-up {n} processes / 1: {r['samples_per_s'] / by_n[1]['samples_per_s']:.2f}x "
-                      f"(ideal {n}x)", flush=True)
+                print(
+                    f"speed-up {n} processes / 1: {r['samples_per_s'] / by_n[1]['samples_per_s']:.2f}x (ideal {n}x)",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -18,14 +18,25 @@ import json
 import re
 import sys
 
-SKIP = ("PjitFunction", "$", "ThunkExecutor", "ExecuteHelper", "TfrtCpuExecutable", "PjRt", "Common",
-        "SlinkyThreadPool", "AllocateOutputBuffers")
-KINDS = [("matmul", r"ynn|dot|gemm|onednn|convolution|custom-call"),
-         ("copy/transpose", r"^copy|transpose|bitcast_copy|copy_fusion"),
-         ("gather/scatter", r"gather|scatter|dynamic-slice|dynamic_slice|dynamic-update|dynamic_update"),
-         ("reduce", r"reduce"),
-         ("sort", r"sort|top_k|topk"),
-         ("element-wise fusion", r"fusion|tanh|exp|add|multiply|select|subtract|divide|maximum|minimum|compare")]
+SKIP = (
+    "PjitFunction",
+    "$",
+    "ThunkExecutor",
+    "ExecuteHelper",
+    "TfrtCpuExecutable",
+    "PjRt",
+    "Common",
+    "SlinkyThreadPool",
+    "AllocateOutputBuffers",
+)
+KINDS = [
+    ("matmul", r"ynn|dot|gemm|onednn|convolution|custom-call"),
+    ("copy/transpose", r"^copy|transpose|bitcast_copy|copy_fusion"),
+    ("gather/scatter", r"gather|scatter|dynamic-slice|dynamic_slice|dynamic-update|dynamic_update"),
+    ("reduce", r"reduce"),
+    ("sort", r"sort|top_k|topk"),
+    ("element-wise fusion", r"fusion|tanh|exp|add|multiply|select|subtract|divide|maximum|minimum|compare"),
+]
 
 
 def kind(name: str) -> str:

@@ -48,11 +48,24 @@ def replicate(coord, box, atype, energy, force, n: int):
 
 
 def run(system: Path, steps: int, disp: int, precision: str, out: Path, overrides=()) -> dict:
-    cmd = [sys.executable, "-m", "jaxmd_dp.train", str(ROOT / "configs" / "water.yaml"), "-o", str(out), "--force",
-           f"training.numb_steps={steps}", f"training.disp_freq={disp}", f"training.save_freq={steps}",
-           f"training.training_data.systems=[{system}]", "training.validation_data=null",
-           f"model.descriptor.precision={precision}", f"model.fitting_net.precision={precision}",
-           "model.data_stat_nbatch=2", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jaxmd_dp.train",
+        str(ROOT / "configs" / "water.yaml"),
+        "-o",
+        str(out),
+        "--force",
+        f"training.numb_steps={steps}",
+        f"training.disp_freq={disp}",
+        f"training.save_freq={steps}",
+        f"training.training_data.systems=[{system}]",
+        "training.validation_data=null",
+        f"model.descriptor.precision={precision}",
+        f"model.fitting_net.precision={precision}",
+        "model.data_stat_nbatch=2",
+        *overrides,
+    ]
     log = out.with_suffix(".log")
     with open(log, "w") as f:
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
@@ -62,8 +75,11 @@ def run(system: Path, steps: int, disp: int, precision: str, out: Path, override
         raise SystemExit(f"training failed, see {log}:\n" + "\n".join(text.splitlines()[-5:]))
     per = windows(text)
     first = re.search(r"first training step \(including compilation\): ([\d.]+) s", text)
-    return {"s_step": statistics.median(per), "first_step_s": float(first.group(1)) if first else None,
-            "rss_gb": usage.ru_maxrss / 1e6}
+    return {
+        "s_step": statistics.median(per),
+        "first_step_s": float(first.group(1)) if first else None,
+        "rss_gb": usage.ru_maxrss / 1e6,
+    }
 
 
 def main(argv=None) -> int:
@@ -94,8 +110,10 @@ def main(argv=None) -> int:
     print(f"\n| atoms | s/step | µs/step/atom | per-atom cost vs {rows[0]['natoms']} | first step s | peak RSS GB |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['natoms']} | {r['s_step']:.3f} | {1e6 * r['s_step_atom']:.0f} | "
-              f"{r['s_step_atom'] / rows[0]['s_step_atom']:.2f}x | {r['first_step_s']} | {r['rss_gb']:.2f} |")
+        print(
+            f"| {r['natoms']} | {r['s_step']:.3f} | {1e6 * r['s_step_atom']:.0f} | "
+            f"{r['s_step_atom'] / rows[0]['s_step_atom']:.2f}x | {r['first_step_s']} | {r['rss_gb']:.2f} |"
+        )
     return 0
 
 

@@ -34,10 +34,10 @@ def main(argv=None) -> int:
     import jax  # noqa: F401
 
     stamp("import jax")
-    from jaxmd_dp.runtime.compile_cache import compile_cache_dir, use_compile_cache
     from jaxmd_dp.config import load_config
-    from jaxmd_dp.geometry.stats import env_mat_stats, sample_stat_frames
     from jaxmd_dp.geometry.neighbor_stat import neighbor_stat
+    from jaxmd_dp.geometry.stats import env_mat_stats, sample_stat_frames
+    from jaxmd_dp.runtime.compile_cache import compile_cache_dir, use_compile_cache
     from jaxmd_dp.train.loop import Trainer
 
     use_compile_cache(compile_cache_dir(args.compile_cache))
@@ -50,13 +50,17 @@ def main(argv=None) -> int:
     systems = trainer.train_systems + trainer.valid_systems
     t = time.perf_counter()
     neighbor_stat(systems, trainer.hyper.rcut, trainer.hyper.ntypes)
-    print(f"neighbour scan again (same shapes, compiled): {time.perf_counter() - t:.1f} s for "
-          f"{sum(s.nframes for s in systems)} frames")
+    print(
+        f"neighbour scan again (same shapes, compiled): {time.perf_counter() - t:.1f} s for "
+        f"{sum(s.nframes for s in systems)} frames"
+    )
     frames = sample_stat_frames(trainer.train_data, config.model.data_stat_nbatch, 1)
     t = time.perf_counter()
     env_mat_stats(frames, trainer.hyper)
-    print(f"env-matrix statistics on other sampled frames (may recompile: cell capacity follows the frames): "
-          f"{time.perf_counter() - t:.1f} s for {sum(len(f['coord']) for f in frames)} frames")
+    print(
+        f"env-matrix statistics on other sampled frames (may recompile: cell capacity follows the frames): "
+        f"{time.perf_counter() - t:.1f} s for {sum(len(f['coord']) for f in frames)} frames"
+    )
     return 0
 
 

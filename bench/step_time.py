@@ -86,8 +86,10 @@ def compile_variant(step, variant: dict, state, stats, calls) -> list:
 
         jitted = jax.jit(fresh, static_argnums=3, donate_argnums=0)
         options = {**(train_compiler_options() or {}), **variant["options"]}  # the training step's, as it runs
-        return [jitted.lower(state, stats, arrays, layout).compile(compiler_options=options or None)
-                for arrays, layout in calls]
+        return [
+            jitted.lower(state, stats, arrays, layout).compile(compiler_options=options or None)
+            for arrays, layout in calls
+        ]
     finally:
         for mod, attr, old in reversed(saved):
             setattr(mod, attr, old)
@@ -97,15 +99,25 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("config")
     p.add_argument("--precision", default="float64", choices=["float64", "float32"])
-    p.add_argument("--table", type=int, nargs="+", default=[0],
-                   help="training.embedding_table settings, each variant at each (0: exact nets)")
+    p.add_argument(
+        "--table",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="training.embedding_table settings, each variant at each (0: exact nets)",
+    )
     p.add_argument("--steps", type=int, default=300, help="steps of each variant")
     p.add_argument("--batches", type=int, default=4)
     p.add_argument("--variant", action="append", default=[], metavar="NAME:MODULE.ATTR=EXPR")
     p.add_argument("--options", action="append", default=[], metavar="NAME:KEY=VALUE")
     p.add_argument("--save", metavar="PKL", help="write this checkout's step (variant base) to PKL and exit")
-    p.add_argument("--saved", action="append", default=[], metavar="NAME:PKL",
-                   help="another checkout's step, written by its --save, as variant NAME")
+    p.add_argument(
+        "--saved",
+        action="append",
+        default=[],
+        metavar="NAME:PKL",
+        help="another checkout's step, written by its --save, as variant NAME",
+    )
     args = p.parse_args(argv)
     variants = parse_variants(args.variant, args.options)
     if (args.save or args.saved) and len(args.table) > 1:
@@ -122,8 +134,14 @@ def main(argv=None) -> int:
 
     keep_freed_blocks(only_tools=False)  # as the command-line tools do (JAXMD_DP_KEEP_BUFFERS=0: not)
     print(f"huge pages: {status()}; CPU buffers: {buffers_status()}")
-    config = load_config(args.config, ["training.numb_steps=200", f"model.descriptor.precision={args.precision}",
-                                       f"model.fitting_net.precision={args.precision}"])
+    config = load_config(
+        args.config,
+        [
+            "training.numb_steps=200",
+            f"model.descriptor.precision={args.precision}",
+            f"model.fitting_net.precision={args.precision}",
+        ],
+    )
     trainer = Trainer(config, tempfile.mkdtemp(prefix="step_time_"), log=lambda *a, **k: None)
     raw = [trainer.batches.next() for _ in range(args.batches)]
     shapes = sorted({(int(b["coord"].shape[0]), int(b["natoms"])) for b in raw})  # (frames, atoms)
@@ -169,8 +187,10 @@ def main(argv=None) -> int:
         ms = np.asarray(ts[8:]) * 1e3
         rmse = {k: round(float(v), 8) for k, v in last[name].items() if k.startswith("rmse")}
         first = f"first calls {compile_s[name]:.1f} s; " if name in compile_s else ""
-        print(f"{name}: {first}median {np.median(ms):.2f}, p25 {np.percentile(ms, 25):.2f}, min {ms.min():.2f} "
-              f"over {ms.size} steps; CPU median {np.median(cpu[name][8:]) * 1e3:.1f}; last step {rmse}")
+        print(
+            f"{name}: {first}median {np.median(ms):.2f}, p25 {np.percentile(ms, 25):.2f}, min {ms.min():.2f} "
+            f"over {ms.size} steps; CPU median {np.median(cpu[name][8:]) * 1e3:.1f}; last step {rmse}"
+        )
     return 0
 
 

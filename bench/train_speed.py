@@ -13,7 +13,8 @@ start-up: the overhead (whole-run wall time minus steps × s/step: imports, stat
 validation, checkpoints) and ours in parts (neighbour scan, data statistics, first step with compilation);
 our first ``--cold`` runs (default 1) start with an empty compilation cache (cold), later repeats load from it
 (warm). Also peak
-RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary) and the
+RSS, rmse_e/rmse_f of the last lcurve line, and for ours FLOPs per step (XLA cost analysis, from the model summary)
+and the
 achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` adds runs of ours with
 ``training.embedding_table=N`` (code ``jaxmd_dp-table``), and a column of each s/step ÷ that one's. Before
 the table: per input and precision the fastest DeePMD-kit backend and how many times faster each of ours is,
@@ -101,18 +102,39 @@ def ours(inp: Path, run_dir: Path, cache: Path, overrides: list[str] = (), root:
     """A run of ``python -m jaxmd_dp.train`` with the jaxmd_dp of the checkout ``root``."""
     log = run_dir.with_suffix(".log")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    rc, wall, rss = run([sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(run_dir), "--force",
-                         "--compile-cache", str(cache), *overrides], root, log, env)
+    rc, wall, rss = run(
+        [
+            sys.executable,
+            "-m",
+            "jaxmd_dp.train",
+            str(inp),
+            "-o",
+            str(run_dir),
+            "--force",
+            "--compile-cache",
+            str(cache),
+            *overrides,
+        ],
+        root,
+        log,
+        env,
+    )
     text = log.read_text()
     if rc != 0:
         return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
     num = lambda pat: float(m.group(1)) if (m := re.search(pat, text)) else None  # noqa: E731
     w = windows(text)
-    return {"rc": 0, "s_step": statistics.median(w), "wall": wall, "rss_gb": rss,
-            "scan_s": num(r"neighbour scan of \d+ frames in ([\d.]+) s"),
-            "stats_s": num(r"data statistics in ([\d.]+) s"),
-            "first_step_s": num(r"first training step \(including compilation\): ([\d.]+) s"),
-            "gflop": num(r"training step \(.*?\): ([\d.e+-]+) GFLOP"), **last_rmse(run_dir / "lcurve.out")}
+    return {
+        "rc": 0,
+        "s_step": statistics.median(w),
+        "wall": wall,
+        "rss_gb": rss,
+        "scan_s": num(r"neighbour scan of \d+ frames in ([\d.]+) s"),
+        "stats_s": num(r"data statistics in ([\d.]+) s"),
+        "first_step_s": num(r"first training step \(including compilation\): ([\d.]+) s"),
+        "gflop": num(r"training step \(.*?\): ([\d.e+-]+) GFLOP"),
+        **last_rmse(run_dir / "lcurve.out"),
+    }
 
 
 def deepmd(backend: str, inp: Path, run_dir: Path) -> dict:
@@ -122,9 +144,14 @@ def deepmd(backend: str, inp: Path, run_dir: Path) -> dict:
     if rc != 0:
         return {"rc": rc, "error": text.strip().splitlines()[-1] if text.strip() else ""}
     w = windows((run_dir / "train.log").read_text())
-    return {"rc": 0, "s_step": statistics.median(w), "wall": wall, "rss_gb": rss,
-            "first_window_s": float(re.search(r"first_window_s ([\d.]+)", text).group(1)),
-            **last_rmse(run_dir / "lcurve.out")}
+    return {
+        "rc": 0,
+        "s_step": statistics.median(w),
+        "wall": wall,
+        "rss_gb": rss,
+        "first_window_s": float(re.search(r"first_window_s ([\d.]+)", text).group(1)),
+        **last_rmse(run_dir / "lcurve.out"),
+    }
 
 
 def print_headline(table) -> None:
@@ -137,10 +164,15 @@ def print_headline(table) -> None:
         if not dk:
             continue
         fastest = min(dk, key=dk.get)
-        ours = ", ".join(f"{c} {dk[fastest] / s:.2f}x faster" for (n, p, c), s in med.items()
-                         if (n, p) == (name, prec) and c.startswith("jaxmd_dp"))
-        print(f"{name} {prec}: fastest DeePMD-kit backend {fastest.removeprefix('deepmd-')} "
-              f"({dk[fastest]:.4f} s/step); {ours}")
+        ours = ", ".join(
+            f"{c} {dk[fastest] / s:.2f}x faster"
+            for (n, p, c), s in med.items()
+            if (n, p) == (name, prec) and c.startswith("jaxmd_dp")
+        )
+        print(
+            f"{name} {prec}: fastest DeePMD-kit backend {fastest.removeprefix('deepmd-')} "
+            f"({dk[fastest]:.4f} s/step); {ours}"
+        )
     for (name, prec, code), s in med.items():
         if prec == "float32" and code.startswith("jaxmd_dp") and (name, "float64", code) in med:
             print(f"{name} {code}: float32 is {med[(name, 'float64', code)] / s:.2f}x float64")
@@ -157,10 +189,19 @@ def main(argv=None) -> int:
     p.add_argument("--ours-only", action="store_true", help="skip DeePMD-kit")
     p.add_argument("--out", default=None, help="keep runs here (default: a temp dir)")
     p.add_argument("--table", type=int, default=0, help="also run ours with training.embedding_table=N")
-    p.add_argument("--cold", type=int, default=1, help="our first N runs of each code start with an empty "
-                   "compilation cache; later ones load from it")
-    p.add_argument("--checkout", action="append", default=[], metavar="NAME=DIR",
-                   help="also run the jaxmd_dp of another checkout DIR, as code jaxmd_dp-NAME")
+    p.add_argument(
+        "--cold",
+        type=int,
+        default=1,
+        help="our first N runs of each code start with an empty compilation cache; later ones load from it",
+    )
+    p.add_argument(
+        "--checkout",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also run the jaxmd_dp of another checkout DIR, as code jaxmd_dp-NAME",
+    )
     args = p.parse_args(argv)
     others = {}
     for item in args.checkout:
@@ -180,8 +221,11 @@ def main(argv=None) -> int:
             codes += [("jaxmd_dp-table", "table")] if args.table else []
             codes += [] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends]
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
-            caches = {c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}" for c, b in codes
-                      if b in (None, "table", "checkout")}
+            caches = {
+                c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}"
+                for c, b in codes
+                if b in (None, "table", "checkout")
+            }
             for rep in range(args.repeats):
                 if rep < args.cold:  # our first runs compile (cold), later ones load (warm)
                     for cache in caches.values():
@@ -190,15 +234,20 @@ def main(argv=None) -> int:
                     d = out / f"{name}_{prec}_{code}_{rep}"
                     if backend in (None, "table", "checkout"):
                         extra = [f"training.embedding_table={args.table}"] if backend == "table" else []
-                        r = {**ours(inp, d, caches[code], extra, others.get(code, ROOT)),
-                             "cache": "cold" if rep < args.cold else "warm"}
+                        r = {
+                            **ours(inp, d, caches[code], extra, others.get(code, ROOT)),
+                            "cache": "cold" if rep < args.cold else "warm",
+                        }
                     else:
                         r = deepmd(backend, inp, d)
                     if r["rc"] == 0:  # everything that is not a steady-state step: imports, statistics, compiles, ...
                         r["overhead_s"] = r["wall"] - r["s_step"] * args.steps
                     res[code].append(r)
-                    print(f"{name} {prec} {code} run {rep}: " + json.dumps({k: round(v, 4) if isinstance(v, float)
-                                                                             else v for k, v in r.items()}), flush=True)
+                    print(
+                        f"{name} {prec} {code} run {rep}: "
+                        + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}),
+                        flush=True,
+                    )
             mine = [r["s_step"] for r in res["jaxmd_dp"] if r["rc"] == 0]
             tab = [r["s_step"] for r in res.get("jaxmd_dp-table", []) if r["rc"] == 0]
             for code, _ in codes:
@@ -211,19 +260,29 @@ def main(argv=None) -> int:
                 ratio_t = s / statistics.median(tab) if tab else None
                 ours_run = code.startswith("jaxmd_dp")
                 over = " / ".join(f"{r['overhead_s']:.1f}" for r in ok)
-                start = (f"overhead {over} s ({' / '.join(r['cache'] for r in ok)} cache); scan "
-                         f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
-                         + " / ".join(f"{r['first_step_s']:.1f}" for r in ok) + " s"
-                         if ours_run
-                         else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s")
-                rate = (f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
-                        f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul" if ok[0].get("gflop") else "")
+                start = (
+                    f"overhead {over} s ({' / '.join(r['cache'] for r in ok)} cache); scan "
+                    f"{ok[0]['scan_s']:.1f} s, stats {ok[0]['stats_s']:.1f} s, first step "
+                    + " / ".join(f"{r['first_step_s']:.1f}" for r in ok)
+                    + " s"
+                    if ours_run
+                    else f"overhead {over} s; first window {ok[0]['first_window_s']:.1f} s"
+                )
+                rate = (
+                    f"{ok[0]['gflop']:.2f} GFLOP/step, {ok[0]['gflop'] / s:.1f} GFLOP/s = "
+                    f"{100 * ok[0]['gflop'] / s / mm[prec]:.0f}% of matmul"
+                    if ok[0].get("gflop")
+                    else ""
+                )
                 rmse = f"e {ok[-1].get('rmse_e_trn', float('nan')):.2e} f {ok[-1].get('rmse_f_trn', float('nan')):.2e}"
-                table.append((name, prec, code, s, ratio, ratio_t, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse,
-                              rate))
+                table.append(
+                    (name, prec, code, s, ratio, ratio_t, start, f"{max(r['rss_gb'] for r in ok):.2f}", rmse, rate)
+                )
     print_headline(table)
-    print("\n| input | precision | code | s/step (median) | its s/step ÷ ours | ÷ ours-table | start-up | peak RSS GB "
-          "| last rmse (trn) | FLOP rate |")
+    print(
+        "\n| input | precision | code | s/step (median) | its s/step ÷ ours | ÷ ours-table | start-up | peak RSS GB "
+        "| last rmse (trn) | FLOP rate |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, prec, code, s, ratio, ratio_t, start, rss, rmse, rate in table:
         sv = f"{s:.4f}" if s is not None else "failed"

@@ -78,24 +78,41 @@ def main(argv=None) -> int:
     atype = system.atype
     mass = md.masses(model.type_map, atype)
     n = len(atype)
-    print(f"{n} atoms ({', '.join(f'{(atype == t).sum()} {s}' for t, s in enumerate(model.type_map))}), "
-          f"box {None if box is None else np.round(np.diag(box), 3).tolist()} Å, dt {args.dt} fs "
-          f"= {args.dt * md.FS:.6f} time units, {args.steps} steps, T0 {args.temperature} K")
+    print(
+        f"{n} atoms ({', '.join(f'{(atype == t).sum()} {s}' for t, s in enumerate(model.type_map))}), "
+        f"box {None if box is None else np.round(np.diag(box), 3).tolist()} Å, dt {args.dt} fs "
+        f"= {args.dt * md.FS:.6f} time units, {args.steps} steps, T0 {args.temperature} K"
+    )
 
     neighbor_fn, energy = md.energy_fn(model, box, atype, skin=args.skin)
     t = time.perf_counter()
-    run = md.run_nve(energy, neighbor_fn, R, mass, dt_fs=args.dt, steps=args.steps,
-                     temperature_K=args.temperature, seed=args.seed, record_every=args.every)
+    run = md.run_nve(
+        energy,
+        neighbor_fn,
+        R,
+        mass,
+        dt_fs=args.dt,
+        steps=args.steps,
+        temperature_K=args.temperature,
+        seed=args.seed,
+        record_every=args.every,
+    )
     wall = time.perf_counter() - t
-    print(f"{'t (fs)':>8s} {'E_pot (eV)':>16s} {'E_kin (eV)':>11s} {'E_tot (eV)':>16s} {'T (K)':>8s} "
-          f"{'(E-E0)/N (eV)':>14s}")
+    print(
+        f"{'t (fs)':>8s} {'E_pot (eV)':>16s} {'E_kin (eV)':>11s} {'E_tot (eV)':>16s} {'T (K)':>8s} "
+        f"{'(E-E0)/N (eV)':>14s}"
+    )
     for i in range(len(run.time_fs)):
-        print(f"{run.time_fs[i]:8.1f} {run.potential[i]:16.6f} {run.kinetic[i]:11.6f} {run.total[i]:16.6f} "
-              f"{run.temperature[i]:8.1f} {(run.total[i] - run.total[0]) / n:14.3e}")
+        print(
+            f"{run.time_fs[i]:8.1f} {run.potential[i]:16.6f} {run.kinetic[i]:11.6f} {run.total[i]:16.6f} "
+            f"{run.temperature[i]:8.1f} {(run.total[i] - run.total[0]) / n:14.3e}"
+        )
     d = run.drift_per_atom()
-    print(f"energy drift per atom over {args.steps} steps ({args.steps * args.dt:g} fs): "
-          f"max |E-E0| = {d['max_dev']:.2e} eV, E_end-E0 = {d['end']:.2e} eV, "
-          f"slope = {d['slope_per_ps']:.2e} eV/ps")
+    print(
+        f"energy drift per atom over {args.steps} steps ({args.steps * args.dt:g} fs): "
+        f"max |E-E0| = {d['max_dev']:.2e} eV, E_end-E0 = {d['end']:.2e} eV, "
+        f"slope = {d['slope_per_ps']:.2e} eV/ps"
+    )
     print(f"wall time {wall:.1f} s ({wall / args.steps * 1e3:.1f} ms/step, compilation included)")
     return 0
 

@@ -1,10 +1,9 @@
 """jaxmd_dp: DeePMD-kit's se_e2_a Deep Potential, trained with JAX."""
 
-from jaxmd_dp.version import __version__
-
 # our command-line tools start over once with glibc's huge pages for XLA's CPU buffers (before jax loads),
 # and keep those buffers in malloc's heaps between steps
 from jaxmd_dp.runtime.hugepages import keep_freed_blocks, reexec_with_hugepages  # noqa: E402
+from jaxmd_dp.version import __version__
 
 reexec_with_hugepages()
 keep_freed_blocks()

@@ -19,19 +19,27 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from jaxmd_dp.runtime.compile_cache import use_compile_cache
 from jaxmd_dp.config import load_config
 from jaxmd_dp.model.trained import Model
+from jaxmd_dp.runtime.compile_cache import use_compile_cache
 from jaxmd_dp.train.callbacks import Callback
 from jaxmd_dp.train.checkpoint import load_trained
 from jaxmd_dp.train.loop import Trainer
 
-__all__ = ["Trainer", "load_config", "Model", "load_model", "as_model", "LivePlot", "live_plot_callback",
-           "use_compile_cache"]
+__all__ = [
+    "Trainer",
+    "load_config",
+    "Model",
+    "load_model",
+    "as_model",
+    "LivePlot",
+    "live_plot_callback",
+    "use_compile_cache",
+]
 
 
 def load_model(path: str | os.PathLike) -> Model:
@@ -71,8 +79,9 @@ class LivePlot(Callback):
     :meth:`figure` / :meth:`save` give the plot.
     """
 
-    def __init__(self, keys: Sequence[str] = ("rmse", "rmse_e", "rmse_f"), echo: bool = True,
-                 echo_batches: bool = False):
+    def __init__(
+        self, keys: Sequence[str] = ("rmse", "rmse_e", "rmse_f"), echo: bool = True, echo_batches: bool = False
+    ):
         self.keys = tuple(keys)
         self.echo, self.echo_batches = echo, echo_batches
         self.steps: list[int] = []
@@ -166,4 +175,3 @@ def _in_ipython() -> bool:
 def live_plot_callback(keys: Sequence[str] = ("rmse", "rmse_e", "rmse_f"), echo: bool = True) -> LivePlot:
     """A :class:`LivePlot`: pass it as ``Trainer(..., callbacks=[plot])`` (or as the trainer's ``log``)."""
     return LivePlot(keys, echo)
-

@@ -1,4 +1,4 @@
-"""``python -m jaxmd_dp.convert_deepmd``: the command-line tool :mod:`jaxmd_dp.cli.convert_deepmd` (also ``jaxmd-dp convert-deepmd``)."""
+"""``python -m jaxmd_dp.convert_deepmd`` (also ``jaxmd-dp convert-deepmd``): :mod:`jaxmd_dp.cli.convert_deepmd`."""
 
 if __name__ == "__main__":
     from jaxmd_dp.cli.convert_deepmd import main

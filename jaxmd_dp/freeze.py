@@ -1,4 +1,4 @@
-"""``python -m jaxmd_dp.freeze``: the command-line tool :mod:`jaxmd_dp.cli.freeze` (also ``jaxmd-dp freeze``)."""
+"""``python -m jaxmd_dp.freeze`` (also ``jaxmd-dp freeze``): :mod:`jaxmd_dp.cli.freeze`."""
 
 if __name__ == "__main__":
     from jaxmd_dp.cli.freeze import main

@@ -1,4 +1,4 @@
-"""``python -m jaxmd_dp.neighbor_stat``: the command-line tool :mod:`jaxmd_dp.cli.neighbor_stat` (also ``jaxmd-dp neighbor-stat``)."""
+"""``python -m jaxmd_dp.neighbor_stat`` (also ``jaxmd-dp neighbor-stat``): :mod:`jaxmd_dp.cli.neighbor_stat`."""
 
 if __name__ == "__main__":
     from jaxmd_dp.cli.neighbor_stat import main

@@ -1,4 +1,4 @@
-"""``python -m jaxmd_dp.plot``: the command-line tool :mod:`jaxmd_dp.cli.plot` (also ``jaxmd-dp plot``)."""
+"""``python -m jaxmd_dp.plot`` (also ``jaxmd-dp plot``): :mod:`jaxmd_dp.cli.plot`."""
 
 if __name__ == "__main__":
     from jaxmd_dp.cli.plot import main

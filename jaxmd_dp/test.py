@@ -1,4 +1,4 @@
-"""``python -m jaxmd_dp.test``: the command-line tool :mod:`jaxmd_dp.cli.test` (also ``jaxmd-dp test``)."""
+"""``python -m jaxmd_dp.test`` (also ``jaxmd-dp test``): :mod:`jaxmd_dp.cli.test`."""
 
 if __name__ == "__main__":
     from jaxmd_dp.cli.test import main

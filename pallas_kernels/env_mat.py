@@ -140,9 +140,7 @@ def _fwd_kernel(coord_ref, box_ref, atype_ref, idx_ref, shift_ref, davg_ref, dst
         out_ref[:, :, k] = (rk - davg_ref[t2, s2, k]) / dstd_ref[t2, s2, k]
 
 
-def _vjp_kernel(
-    coord_ref, box_ref, atype_ref, idx_ref, shift_ref, dstd_ref, g_ref, gc_in_ref, gc_ref, gb_ref, *, cfg
-):
+def _vjp_kernel(coord_ref, box_ref, atype_ref, idx_ref, shift_ref, dstd_ref, g_ref, gc_in_ref, gc_ref, gb_ref, *, cfg):
     del gc_in_ref  # aliased with gc_ref (zero-initialised accumulator)
     ba, bn = cfg.ba, cfg.bn
     rows_i = _centre_rows(ba)
@@ -241,9 +239,7 @@ def _vjp_call(cfg, coord4, box16, atype, idx, shift, dstd, g):
             jax.ShapeDtypeStruct((nf, grid[1], grid[2], 16), coord4.dtype),
         ),
         grid=grid,
-        in_specs=[
-            sp["coord"], sp["box"], sp["atype"], sp["idx"], sp["shift"], sp["stat"], sp["tile4"], sp["coord"]
-        ],
+        in_specs=[sp["coord"], sp["box"], sp["atype"], sp["idx"], sp["shift"], sp["stat"], sp["tile4"], sp["coord"]],
         out_specs=(sp["coord"], pl.BlockSpec((None, None, None, 16), lambda f, a, n: (f, a, n, 0))),
         input_output_aliases={7: 0},
         interpret=cfg.interpret,

@@ -81,7 +81,15 @@ def plan(spec, natoms: int) -> _Cfg:
     nchunks = -(-ncand // chunk)
     ba = max(1, min(16, MAX_TILE // chunk, next_pow2(natoms)))
     return _Cfg(
-        float(spec.rcut), tuple(int(s) for s in spec.sel), reach, ncell, cap, ncand, chunk, nchunks, ba,
+        float(spec.rcut),
+        tuple(int(s) for s in spec.sel),
+        reach,
+        ncell,
+        cap,
+        ncand,
+        chunk,
+        nchunks,
+        ba,
         round_up(natoms, ba),
     )
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import jaxmd_dp  # noqa: E402,F401  (enables jax_enable_x64 before any test builds arrays)
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+import jaxmd_dp  # noqa: E402,F401  (enables jax_enable_x64 before any test builds arrays)
 
 
 @pytest.fixture

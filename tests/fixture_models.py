@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-
 from shared_paths import require, shared_dir
 
 FIXTURES = ("water_se_e2_a", "water_pairnets", "cu_virial", "nopbc_cho")
@@ -15,7 +14,7 @@ def fixture_dir(name: str):
     return require(shared_dir().parent / "fixtures" / name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_fixture(name: str):
     """(hyper, params, stats, predictions dict) for a fixture, weights converted from DeePMD-kit's."""
     from jaxmd_dp.cli.convert_deepmd import hyper_from_deepmd, load_state_dict, params_from_state_dict, read_input

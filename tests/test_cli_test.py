@@ -5,9 +5,10 @@ import sys
 
 import numpy as np
 import pytest
-
 from fixture_models import fixture_dir
-from jaxmd_dp.cli import convert_deepmd, test as dptest
+
+from jaxmd_dp.cli import convert_deepmd
+from jaxmd_dp.cli import test as dptest
 from jaxmd_dp.cli.util import run_cli
 
 
@@ -89,8 +90,13 @@ def _broken_system(tmp_path, kind):
 
 @pytest.mark.parametrize(
     "kind,needle",
-    [("missing type.raw", "type.raw"), ("coord shape", "coord.npy"), ("type not in type map", "type"),
-     ("missing set", "set"), ("not numeric", "energy.npy")],
+    [
+        ("missing type.raw", "type.raw"),
+        ("coord shape", "coord.npy"),
+        ("type not in type map", "type"),
+        ("missing set", "set"),
+        ("not numeric", "energy.npy"),
+    ],
 )
 def test_bad_system_one_line_error(tmp_path, cu_model, capsys, kind, needle):
     s = _broken_system(tmp_path, kind)
@@ -102,8 +108,11 @@ def test_bad_system_one_line_error(tmp_path, cu_model, capsys, kind, needle):
 
 
 def test_cli_exit_code_no_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "jaxmd_dp.test", "-m", str(tmp_path / "none"), "-s", str(tmp_path)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxmd_dp.test", "-m", str(tmp_path / "none"), "-s", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0 and str(tmp_path) in r.stderr and "Traceback" not in r.stderr
 

@@ -21,8 +21,21 @@ from jaxmd_dp.errors import InputError
 PACKAGE = Path(__file__).resolve().parents[1] / "jaxmd_dp"
 
 # values tried for every fixed key: at least one of them must be refused
-PROBES = (True, False, 0, 1, 7, 0.25, 1e9, "x", "timeline.txt", [[0, 1]], {"enable": True, "full_validation": True},
-          None, -3)
+PROBES = (
+    True,
+    False,
+    0,
+    1,
+    7,
+    0.25,
+    1e9,
+    "x",
+    "timeline.txt",
+    [[0, 1]],
+    {"enable": True, "full_validation": True},
+    None,
+    -3,
+)
 
 
 def _sections(cls=Config, path=()):
@@ -40,8 +53,11 @@ FIXED = [(path, cls, key) for path, cls in SECTIONS for key in cls._fixed]
 
 def _minimal() -> dict:
     return {
-        "model": {"type_map": ["O", "H"], "descriptor": {"type": "se_e2_a", "sel": [8, 16], "neuron": [4, 8], "axis_neuron": 2},
-                  "fitting_net": {"neuron": [8]}},
+        "model": {
+            "type_map": ["O", "H"],
+            "descriptor": {"type": "se_e2_a", "sel": [8, 16], "neuron": [4, 8], "axis_neuron": 2},
+            "fitting_net": {"neuron": [8]},
+        },
         "training": {"training_data": {"systems": ["a"]}, "validation_data": {"systems": ["b"]}, "numb_steps": 1},
     }
 
@@ -57,8 +73,18 @@ def _with(path: tuple, key: str, value) -> dict:
 
 def test_every_section_is_walked():
     names = {".".join(p) for p, _ in SECTIONS}
-    assert {"", "model", "model.descriptor", "model.fitting_net", "learning_rate", "loss", "optimizer", "training",
-            "training.training_data", "training.validation_data"} <= names
+    assert {
+        "",
+        "model",
+        "model.descriptor",
+        "model.fitting_net",
+        "learning_rate",
+        "loss",
+        "optimizer",
+        "training",
+        "training.training_data",
+        "training.validation_data",
+    } <= names
     assert len(FIXED) > 50
 
 
@@ -114,15 +140,18 @@ def test_every_stored_key_is_read():
     assert not unread, f"accepted but read nowhere: {unread}"
 
 
-@pytest.mark.parametrize("path,key,value,fragment", [
-    (("training",), "disp_avg", True, "averaged"),
-    (("training",), "enable_compile", True, "torch.compile"),
-    (("training",), "ema_decay", 0.99, "EMA"),
-    (("training",), "save_dir", "ckpts", "output directory"),
-    (("training",), "ckpt_keep_ratio", 0.5, "max_ckpt_keep"),
-    (("model",), "data_bias_nsample", 5, "energy bias"),
-    (("model",), "bridging_r_inner", 0.3, "ZBL"),
-])
+@pytest.mark.parametrize(
+    "path,key,value,fragment",
+    [
+        (("training",), "disp_avg", True, "averaged"),
+        (("training",), "enable_compile", True, "torch.compile"),
+        (("training",), "ema_decay", 0.99, "EMA"),
+        (("training",), "save_dir", "ckpts", "output directory"),
+        (("training",), "ckpt_keep_ratio", 0.5, "max_ckpt_keep"),
+        (("model",), "data_bias_nsample", 5, "energy bias"),
+        (("model",), "bridging_r_inner", 0.3, "ZBL"),
+    ],
+)
 def test_refusals_say_why(path, key, value, fragment):
     with pytest.raises(InputError, match=fragment):
         config_from_dict(_with(path, key, value))

@@ -15,18 +15,21 @@ def restart(environ=None, argv=CLI, platform="linux", glibc=NEW_GLIBC, mode="mad
     return hp.restart_environ({} if environ is None else environ, argv, platform, glibc, mode)
 
 
-@pytest.mark.parametrize("argv, ours", [
-    (["py", "-m", "jaxmd_dp.train", "x.json"], True),
-    (["py", "-u", "-X", "importtime", "-m", "jaxmd_dp.test", "-m", "m"], True),
-    (["py", "-mjaxmd_dp.freeze"], True),
-    (["py", "/venv/bin/jaxmd-dp", "train", "x.json"], True),
-    (["py", "-W", "ignore", "-m", "pytest", "-m", "jaxmd_dp"], False),
-    (["py", "--check-hash-based-pycs", "never", "-m", "jaxmd_dp.train"], True),
-    (["py", "-m", "jaxmd_dp_other"], False),
-    (["py", "-c", "import jaxmd_dp"], False),
-    (["py", "train.py", "-m", "jaxmd_dp.train"], False),
-    (["py"], False),
-])
+@pytest.mark.parametrize(
+    "argv, ours",
+    [
+        (["py", "-m", "jaxmd_dp.train", "x.json"], True),
+        (["py", "-u", "-X", "importtime", "-m", "jaxmd_dp.test", "-m", "m"], True),
+        (["py", "-mjaxmd_dp.freeze"], True),
+        (["py", "/venv/bin/jaxmd-dp", "train", "x.json"], True),
+        (["py", "-W", "ignore", "-m", "pytest", "-m", "jaxmd_dp"], False),
+        (["py", "--check-hash-based-pycs", "never", "-m", "jaxmd_dp.train"], True),
+        (["py", "-m", "jaxmd_dp_other"], False),
+        (["py", "-c", "import jaxmd_dp"], False),
+        (["py", "train.py", "-m", "jaxmd_dp.train"], False),
+        (["py"], False),
+    ],
+)
 def test_is_our_tool(argv, ours):
     assert hp.is_our_tool(argv) is ours
 
@@ -39,17 +42,20 @@ def test_restart_adds_the_tunable_once():
     assert kept == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
 
 
-@pytest.mark.parametrize("kw", [
-    {"environ": {"JAXMD_DP_HUGEPAGES": "0"}},  # the user's opt-out
-    {"environ": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}},  # the user's own setting is kept
-    {"argv": ["py", "-m", "ipykernel_launcher"]},  # not our tool: a notebook keeps its process
-    {"platform": "darwin"},
-    {"glibc": None},  # musl, or no glibc
-    {"glibc": (2, 34)},  # before the tunable existed
-    {"mode": "always"},  # huge pages without it
-    {"mode": "never"},  # none at all
-    {"mode": None},  # no THP setting readable
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"environ": {"JAXMD_DP_HUGEPAGES": "0"}},  # the user's opt-out
+        {"environ": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}},  # the user's own setting is kept
+        {"argv": ["py", "-m", "ipykernel_launcher"]},  # not our tool: a notebook keeps its process
+        {"platform": "darwin"},
+        {"glibc": None},  # musl, or no glibc
+        {"glibc": (2, 34)},  # before the tunable existed
+        {"mode": "always"},  # huge pages without it
+        {"mode": "never"},  # none at all
+        {"mode": None},  # no THP setting readable
+    ],
+)
 def test_no_restart(kw):
     assert restart(**kw) is None
 
@@ -82,10 +88,12 @@ def test_cli_starts_over_with_huge_pages():
     """The real restart: ``python -m jaxmd_dp.cli --version`` from an environment without the tunable."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in (hp.RESTARTED, "GLIBC_TUNABLES", hp.OPT_OUT, hp.KEEP_OPT_OUT)}
-    r = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env=env, capture_output=True,
-                       text=True, timeout=120)
+    env = {
+        k: v for k, v in os.environ.items() if k not in (hp.RESTARTED, "GLIBC_TUNABLES", hp.OPT_OUT, hp.KEEP_OPT_OUT)
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxmd_dp.cli", "--version"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     line = next((x for x in r.stdout.splitlines() if x.startswith("huge pages for XLA's CPU buffers: ")), "")
     assert line, r.stdout
@@ -93,8 +101,13 @@ def test_cli_starts_over_with_huge_pages():
         assert ": on (" in line, line
     if sys.platform == "linux" and hp.glibc_version():  # and the step's buffer kept between steps
         assert r.stdout.splitlines()[-1] == "freed CPU buffers: " + hp.KEPT, r.stdout
-    off = subprocess.run([sys.executable, "-m", "jaxmd_dp.cli", "--version"], env={**env, hp.OPT_OUT: "0"},
-                         capture_output=True, text=True, timeout=120)
+    off = subprocess.run(
+        [sys.executable, "-m", "jaxmd_dp.cli", "--version"],
+        env={**env, hp.OPT_OUT: "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert off.returncode == 0, off.stderr[-2000:]
     if hp.thp_mode() == "madvise":  # opted out: no restart, so no tunable
         assert ": off" in off.stdout.splitlines()[-2], off.stdout
@@ -113,20 +126,24 @@ print(kept, bool(header & 2), hp.buffers_status())  # bit 1 of a glibc chunk's s
 
 
 @pytest.mark.skipif(sys.platform != "linux" or hp.glibc_version() is None, reason="glibc's malloc only")
-@pytest.mark.parametrize("argv, env, kept", [
-    (["any"], {}, True),  # a benchmark's explicit call
-    (["py", "-m", "jaxmd_dp.train", "x.json"], {}, True),  # one of our tools
-    (["py", "script.py"], {}, False),  # a script or notebook keeps glibc's defaults
-    (["any"], {hp.KEEP_OPT_OUT: "0"}, False),  # opted out
-])
+@pytest.mark.parametrize(
+    "argv, env, kept",
+    [
+        (["any"], {}, True),  # a benchmark's explicit call
+        (["py", "-m", "jaxmd_dp.train", "x.json"], {}, True),  # one of our tools
+        (["py", "script.py"], {}, False),  # a script or notebook keeps glibc's defaults
+        (["any"], {hp.KEEP_OPT_OUT: "0"}, False),  # opted out
+    ],
+)
 def test_keep_freed_blocks_serves_large_blocks_from_the_heap(argv, env, kept):
     """In a fresh process: after keep_freed_blocks, a 48-MiB malloc is not a fresh mapping (glibc's chunk
     header says so), so XLA's per-step buffer can be reused in place; without it, it is mapped."""
     import subprocess
 
     base = {k: v for k, v in os.environ.items() if k != hp.KEEP_OPT_OUT}
-    r = subprocess.run([sys.executable, "-c", KEEP_PROBE, *argv], env={**base, **env}, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", KEEP_PROBE, *argv], env={**base, **env}, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     said_kept, mapped, status = r.stdout.split(maxsplit=2)
     assert said_kept == str(kept) and mapped == str(not kept), r.stdout

@@ -6,12 +6,12 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
+from step_case import HYPER, STATS, random_batch, train_step_for
 
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import Stats, init_params, type_capacity
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.step import BatchLayout, init_state
-from step_case import HYPER, STATS, random_batch, train_step_for
 
 
 def _count(jaxpr, names, n=0):
@@ -73,8 +73,10 @@ def test_pallas_kernel_loops_stay_loops_when_traced_inline():
     def lists(coord, box):
         return build(spec, coord, box, jnp.asarray(atype)[None], interpret=True).idx
 
-    loops = {name: _count(jax.jit(f).trace(batch["coord"], box).jaxpr.jaxpr, {"while", "scan"})
-             for name, f in (("plain", lists), ("inline", inline_trace(lists)))}
+    loops = {
+        name: _count(jax.jit(f).trace(batch["coord"], box).jaxpr.jaxpr, {"while", "scan"})
+        for name, f in (("plain", lists), ("inline", inline_trace(lists)))
+    }
     assert loops["inline"] == loops["plain"] > 0
 
 

@@ -9,16 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from fixture_models import load_fixture, max_rel
+
 from jaxmd_dp import md
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.trained import Model
 
 jax_md = pytest.importorskip("jax_md", reason="jax-md not installed (pip install -e '.[md]')")
 from jax_md import simulate, space, units  # noqa: E402
-pytest.importorskip("ase", reason="ase not installed (pip install -e '.[md]')")
 
+pytest.importorskip("ase", reason="ase not installed (pip install -e '.[md]')")
 
 
 def _model(name):
@@ -126,10 +126,12 @@ def test_energy_fn_takes_a_model_and_chemical_symbols(cu, tmp_path):
 
 def test_md_imports_without_ase():
     """Importing jaxmd_dp.md needs no ASE; DPCalculator then says what to install."""
-    code = ("import sys; sys.modules['ase'] = None\n"
-            "from jaxmd_dp import md\n"
-            "assert callable(md.energy_fn) and callable(md.run_nve) and md.FS > 0\n"
-            "try:\n    md.DPCalculator\nexcept ImportError as e:\n    print(e)\n")
+    code = (
+        "import sys; sys.modules['ase'] = None\n"
+        "from jaxmd_dp import md\n"
+        "assert callable(md.energy_fn) and callable(md.run_nve) and md.FS > 0\n"
+        "try:\n    md.DPCalculator\nexcept ImportError as e:\n    print(e)\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "DPCalculator needs ASE" in r.stdout
@@ -151,12 +153,23 @@ def _water_box_nve(steps, record_every):
     model, p = _model("water_se_e2_a")
     R, box, atype = _frame(p)
     nfn, energy = md.energy_fn(model, box, atype)
-    run = md.run_nve(energy, nfn, R, md.masses(model[0].type_map, atype), dt_fs=0.5, steps=steps,
-                     temperature_K=300.0, seed=0, record_every=record_every)
+    run = md.run_nve(
+        energy,
+        nfn,
+        R,
+        md.masses(model[0].type_map, atype),
+        dt_fs=0.5,
+        steps=steps,
+        temperature_K=300.0,
+        seed=0,
+        record_every=record_every,
+    )
     assert run.temperature[0] == pytest.approx(300, rel=0.1)
     d = _check_conservation(run, 1e-4)
-    print(f"\n192-atom water box, {steps} x 0.5 fs: {d} eV/atom, T {run.temperature[0]:.0f} -> "
-          f"{run.temperature[-1]:.0f} K")
+    print(
+        f"\n192-atom water box, {steps} x 0.5 fs: {d} eV/atom, T {run.temperature[0]:.0f} -> "
+        f"{run.temperature[-1]:.0f} K"
+    )
     return run
 
 
@@ -172,8 +185,18 @@ def test_nve_triclinic_wrapped_positions(cu):
     nfn, energy = md.energy_fn(cu.model, cu.box, cu.atype, skin=0.1)
     _, shift = space.periodic_general(cu.box.T, fractional_coordinates=False)  # jax-md: columns = cell vectors
     R0 = cu.R + np.random.default_rng(2).integers(-1, 2, size=(len(cu.R), 3)) @ cu.box
-    run = md.run_nve(energy, nfn, R0, md.masses(["Cu"], cu.atype), dt_fs=1.0, steps=60, temperature_K=600.0,
-                     seed=1, record_every=20, shift_fn=shift)
+    run = md.run_nve(
+        energy,
+        nfn,
+        R0,
+        md.masses(["Cu"], cu.atype),
+        dt_fs=1.0,
+        steps=60,
+        temperature_K=600.0,
+        seed=1,
+        record_every=20,
+        shift_fn=shift,
+    )
     _check_conservation(run, 1e-4)
     Rf = np.asarray(run.state.position)
     frac = Rf @ np.linalg.inv(cu.box)
@@ -187,8 +210,7 @@ def test_nvt_nose_hoover_runs(cu):
     _, shift = space.free()
     init, apply = simulate.nvt_nose_hoover(cu.energy, shift, 1.0 * md.FS, kT=300 * md.KB)
     nbrs = cu.nfn.allocate(cu.R)
-    state = init(jax.random.PRNGKey(0), jnp.asarray(cu.R), mass=jnp.asarray(md.masses(["Cu"], cu.atype)),
-                 neighbor=nbrs)
+    state = init(jax.random.PRNGKey(0), jnp.asarray(cu.R), mass=jnp.asarray(md.masses(["Cu"], cu.atype)), neighbor=nbrs)
 
     @jax.jit
     def steps(state, nbrs):
@@ -196,6 +218,7 @@ def test_nvt_nose_hoover_runs(cu):
             s, nb = c
             s = apply(s, neighbor=nb)
             return s, nb.update(s.position)
+
         return jax.lax.fori_loop(0, 10, body, (state, nbrs))
 
     state, nbrs = steps(state, nbrs)

@@ -4,10 +4,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fixture_models import load_fixture, max_rel
-from jaxmd_dp.errors import InputError
 from shared_paths import require, shared_dir
+
+from jaxmd_dp.errors import InputError
 
 REPO = Path(__file__).absolute().parents[1]
 NOTEBOOK = REPO / "examples" / "quickstart.ipynb"
@@ -54,8 +54,17 @@ def test_live_plot_is_a_callback_fed_numbers(capsys):
 
     plot = LivePlot()
     assert isinstance(plot, Callback)
-    plot.on_window(None, Window(5, {"rmse": 26.8, "rmse_e": 0.533, "rmse_f": 0.847},
-                                {"rmse": 26.0, "rmse_e": 0.114, "rmse_f": 0.823}, 1e-3, 1.23, 4.0))
+    plot.on_window(
+        None,
+        Window(
+            5,
+            {"rmse": 26.8, "rmse_e": 0.533, "rmse_f": 0.847},
+            {"rmse": 26.0, "rmse_e": 0.114, "rmse_f": 0.823},
+            1e-3,
+            1.23,
+            4.0,
+        ),
+    )
     plot.on_window(None, Window(10, {"rmse": 20.0, "rmse_e": 0.3, "rmse_f": 0.7}, None, 9e-4, 1.0, 0.0))
     plot(15, {"rmse": 19.0, "rmse_e": 0.2, "rmse_f": 0.6}, None, 8e-4)  # a point by hand
     assert plot.steps == [5, 10, 15]
@@ -78,8 +87,9 @@ def test_quickstart_notebook_executes(tmp_path):
     env_before = os.environ.get("JAXMD_DP_DATA_MIRROR")
     os.environ["JAXMD_DP_DATA_MIRROR"] = str(shared_dir())  # the kernel inherits it
     try:
-        client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                         resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+        client = nbclient.NotebookClient(
+            nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+        )
         client.execute()  # raises CellExecutionError on the first failing cell
     finally:
         if env_before is None:

@@ -12,14 +12,16 @@ import zipfile
 import jax
 import numpy as np
 import pytest
-
 from shared_paths import require
-from jaxmd_dp.cli import freeze, main as cli, neighbor_stat as nstat, plot
+
+from jaxmd_dp.cli import freeze, plot
+from jaxmd_dp.cli import main as cli
+from jaxmd_dp.cli import neighbor_stat as nstat
+from jaxmd_dp.cli.util import run_cli
+from jaxmd_dp.errors import InputError
 from jaxmd_dp.export import jax_export as jexp
 from jaxmd_dp.geometry import neighbor_stat as gns
 from jaxmd_dp.model import io as mio
-from jaxmd_dp.cli.util import run_cli
-from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Stats, param_shapes
 from jaxmd_dp.train import lcurve
 from jaxmd_dp.train.progress import Progress
@@ -67,8 +69,9 @@ def test_plot_png_size(tmp_path):
     assert img[..., :3].std() > 0.05  # something was drawn
     # one quantity, train only (no validation): one panel, default output beside the input
     lc1 = tmp_path / "one.out"
-    lc1.write_text(lcurve.header(["rmse_f"], False) + "".join(lcurve.line(s, {"rmse_f": 1.0 / s}, None, 1e-3)
-                                                              for s in range(1, 6)))
+    lc1.write_text(
+        lcurve.header(["rmse_f"], False) + "".join(lcurve.line(s, {"rmse_f": 1.0 / s}, None, 1e-3) for s in range(1, 6))
+    )
     assert plot.plot_lcurve(lc1, dpi=30) == tmp_path / "one.png"
     assert matplotlib.image.imread(tmp_path / "one.png").shape[:2] == (round(3.8 * 30), round(6.0 * 30))
 
@@ -101,9 +104,21 @@ def tiny_model():
     from jaxmd_dp.data.system import load_system
 
     system = load_system(require(CU), ["Cu"])
-    hyper = ModelHyper.from_deepmd({"type_map": ["Cu"], "fitting_net": {"neuron": [8, 8]},
-                                    "descriptor": {"type": "se_e2_a", "sel": [48], "rcut": 4.5, "rcut_smth": 2.0,
-                                                   "neuron": [4, 8], "axis_neuron": 2, "type_one_side": True}})
+    hyper = ModelHyper.from_deepmd(
+        {
+            "type_map": ["Cu"],
+            "fitting_net": {"neuron": [8, 8]},
+            "descriptor": {
+                "type": "se_e2_a",
+                "sel": [48],
+                "rcut": 4.5,
+                "rcut_smth": 2.0,
+                "neuron": [4, 8],
+                "axis_neuron": 2,
+                "type_one_side": True,
+            },
+        }
+    )
     rng = np.random.default_rng(0)
     params = jax.tree_util.tree_map(lambda s: rng.normal(0, 0.3, s.shape).astype(s.dtype), param_shapes(hyper))
     stats = Stats(rng.normal(0, 0.1, (1, 48, 4)), rng.uniform(0.5, 1.5, (1, 48, 4)), np.array([-3.5]))
@@ -125,8 +140,11 @@ def _save_checkpoint(directory, hyper, params, stats, step):
     from jaxmd_dp.train.checkpoint import Checkpointer
 
     ck = Checkpointer(directory, max_to_keep=2)
-    ck.save(step, {"step": np.int64(step), "params": params, "stats": stats._asdict()},
-            {"step": step, "hyper": hyper.to_dict()})
+    ck.save(
+        step,
+        {"step": np.int64(step), "params": params, "stats": stats._asdict()},
+        {"step": step, "hyper": hyper.to_dict()},
+    )
 
 
 def _assert_trees_identical(a, b):
@@ -236,8 +254,10 @@ def test_freeze_export(tmp_path, tiny_model, tiny_ref):
     hyper, params, stats, system = tiny_model
     save_model(tmp_path / "m", hyper, params, stats)
     out = tmp_path / "exp.jaxdp"
-    assert run_cli(freeze.main, ["-m", str(tmp_path / "m"), "-o", str(out), "--export",
-                                 "--natoms", str(system.natoms)]) == 0
+    assert (
+        run_cli(freeze.main, ["-m", str(tmp_path / "m"), "-o", str(out), "--export", "--natoms", str(system.natoms)])
+        == 0
+    )
     assert mio.read_meta(out)["exported"]["natoms"] == system.natoms
     f = jexp.load_exported(out)
     coord, box = system.coord[:3], system.box[:3]

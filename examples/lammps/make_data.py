@@ -45,19 +45,31 @@ def lammps_cell(box: np.ndarray) -> np.ndarray:
     return np.array([[ax, 0.0, 0.0], [bx, by, 0.0], [cx, cy, cz]])
 
 
-def write_data(path: str | Path, coord: np.ndarray, box: np.ndarray, atype: np.ndarray, ntypes: int,
-               title: str) -> None:
+def write_data(
+    path: str | Path, coord: np.ndarray, box: np.ndarray, atype: np.ndarray, ntypes: int, title: str
+) -> None:
     """The LAMMPS data file: the cell from the origin, atoms ``id type x y z`` (types from 1)."""
     cell = lammps_cell(box)
     if not np.allclose(cell, box, rtol=0, atol=1e-12):
         coord = coord @ np.linalg.solve(box, cell)  # r = f·box → f·cell
     (ax, _, _), (bx, by, _), (cx, cy, cz) = cell.tolist()
-    lines = [f"# {title}", "", f"{len(coord)} atoms", f"{ntypes} atom types", "",
-             f"0 {ax!r} xlo xhi", f"0 {by!r} ylo yhi", f"0 {cz!r} zlo zhi"]
+    lines = [
+        f"# {title}",
+        "",
+        f"{len(coord)} atoms",
+        f"{ntypes} atom types",
+        "",
+        f"0 {ax!r} xlo xhi",
+        f"0 {by!r} ylo yhi",
+        f"0 {cz!r} zlo zhi",
+    ]
     if bx or cx or cy:
         lines.append(f"{bx!r} {cx!r} {cy!r} xy xz yz")
     lines += ["", "Atoms # atomic", ""]
-    lines += [f"{i + 1} {t + 1} {x!r} {y!r} {z!r}" for i, (t, (x, y, z)) in enumerate(zip(atype, np.asarray(coord, np.float64).tolist()))]
+    lines += [
+        f"{i + 1} {t + 1} {x!r} {y!r} {z!r}"
+        for i, (t, (x, y, z)) in enumerate(zip(atype, np.asarray(coord, np.float64).tolist()))
+    ]
     Path(path).write_text("\n".join(lines) + "\n")
 
 
@@ -68,8 +80,14 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default="water.data", help="LAMMPS data file to write")
     args = p.parse_args(argv)
     coord, box, atype, type_map = read_frame(args.system, args.frame)
-    write_data(args.output, coord, box, atype, len(type_map),
-               f"{args.system} frame {args.frame}; LAMMPS types 1.. = {' '.join(type_map)}")
+    write_data(
+        args.output,
+        coord,
+        box,
+        atype,
+        len(type_map),
+        f"{args.system} frame {args.frame}; LAMMPS types 1.. = {' '.join(type_map)}",
+    )
     print(f"wrote {args.output}: {len(coord)} atoms, types {' '.join(type_map)}")
     return 0
 

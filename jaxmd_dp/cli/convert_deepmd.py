@@ -21,7 +21,8 @@ import numpy as np
 from flax.traverse_util import unflatten_dict
 
 from jaxmd_dp.errors import InputError
-from jaxmd_dp.model.deepmd_file import CONVERT_FIRST, FILE_SUFFIXES as DEEPMD_SUFFIXES, load_deepmd
+from jaxmd_dp.model.deepmd_file import CONVERT_FIRST, load_deepmd
+from jaxmd_dp.model.deepmd_file import FILE_SUFFIXES as DEEPMD_SUFFIXES
 from jaxmd_dp.model.energy import ModelHyper, Stats
 from jaxmd_dp.model.io import save_model
 
@@ -44,14 +45,16 @@ def hyper_from_deepmd(model: dict, source: str = "input") -> ModelHyper:
 
 def params_from_state_dict(sd: dict[str, np.ndarray], hyper: ModelHyper, source: str = "params"):
     """Map a DeePMD-kit state dict (any prefix before ``atomic_model.``) onto (params, stats)."""
-    sd = {k.split("atomic_model.", 1)[1]: np.asarray(v, dtype=np.float64) for k, v in sd.items() if "atomic_model." in k}
+    sd = {
+        k.split("atomic_model.", 1)[1]: np.asarray(v, dtype=np.float64) for k, v in sd.items() if "atomic_model." in k
+    }
     if not sd:
         raise InputError(f"{source}: no DeePMD-kit 'atomic_model.' keys found (is this a DeePMD-kit se_e2_a model?)")
     flat = {}
     for key, val in sd.items():
         for prefix, top, name in ((_DESC, "descriptor", "embed"), (_FIT, "fitting", "fit")):
             if key.startswith(prefix):
-                m = _NET.match(key[len(prefix):])
+                m = _NET.match(key[len(prefix) :])
                 if m:
                     net, layer, leaf = m.groups()
                     flat[(top, f"{name}_{net}", f"layer_{layer}", leaf)] = val
@@ -76,8 +79,10 @@ def _check_shapes(params, hyper: ModelHyper, source: str) -> None:
     got = tree_util.tree_map(np.shape, params)
     want = tree_util.tree_map(lambda x: tuple(x.shape), param_shapes(hyper))
     if got != want:
-        raise InputError(f"{source}: the weights do not match the input's hyper-parameters "
-                         f"(nets/layers/shapes differ; check neuron, type_one_side, resnet_dt)")
+        raise InputError(
+            f"{source}: the weights do not match the input's hyper-parameters "
+            f"(nets/layers/shapes differ; check neuron, type_one_side, resnet_dt)"
+        )
 
 
 def load_state_dict(path: str | Path) -> dict[str, np.ndarray]:
@@ -95,8 +100,9 @@ def load_state_dict(path: str | Path) -> dict[str, np.ndarray]:
         try:
             import torch
         except ImportError:
-            raise InputError(f"{path}: reading a .pt checkpoint needs PyTorch (pip install torch), "
-                             "or save its state dict as .npz") from None
+            raise InputError(
+                f"{path}: reading a .pt checkpoint needs PyTorch (pip install torch), or save its state dict as .npz"
+            ) from None
         try:
             obj = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as e:  # torch raises many types for a bad file
@@ -104,7 +110,9 @@ def load_state_dict(path: str | Path) -> dict[str, np.ndarray]:
         if isinstance(obj, dict) and "model" in obj and isinstance(obj["model"], dict):
             obj = obj["model"]
         if not isinstance(obj, dict):
-            raise InputError(f"{path}: expected a checkpoint with a 'model' state dict (a frozen .pth is not supported)")
+            raise InputError(
+                f"{path}: expected a checkpoint with a 'model' state dict (a frozen .pth is not supported)"
+            )
         return {k: v.detach().cpu().numpy() for k, v in obj.items() if hasattr(v, "detach")}
     raise InputError(f"{path}: expected a .npz state dict or a .pt checkpoint")
 
@@ -139,8 +147,10 @@ def convert(params_path, input_path, out_path) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxmd_dp.convert_deepmd", description=__doc__.split("\n")[1])
-    p.add_argument("params", help="DeePMD-kit model: .dp/.yaml model file, state dict .npz (DeePMD-kit key "
-                                  "names) or .pt checkpoint")
+    p.add_argument(
+        "params",
+        help="DeePMD-kit model: .dp/.yaml model file, state dict .npz (DeePMD-kit key names) or .pt checkpoint",
+    )
     p.add_argument("input", nargs="?", default=None, help="DeePMD-kit input.json or out.json (state dicts only)")
     p.add_argument("-o", "--output", required=True, help="model directory to write")
     args = p.parse_args(argv)

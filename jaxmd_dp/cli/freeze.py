@@ -51,8 +51,14 @@ def _read_source(model: str | os.PathLike):
     return hyper, params, stats, info
 
 
-def freeze(model: str | os.PathLike, output: str | os.PathLike, export_natoms: int | None = None,
-           pbc: bool = True, min_box_width: float | None = None, platforms: tuple[str, ...] | None = None) -> Path:
+def freeze(
+    model: str | os.PathLike,
+    output: str | os.PathLike,
+    export_natoms: int | None = None,
+    pbc: bool = True,
+    min_box_width: float | None = None,
+    platforms: tuple[str, ...] | None = None,
+) -> Path:
     """Freeze ``model`` (see :func:`_read_source`) into ``output``; with ``export_natoms``, also store the
     ``jax.export`` energy/force function for that many atoms. Returns the written path."""
     hyper, params, stats, info = _read_source(model)
@@ -65,24 +71,45 @@ def freeze(model: str | os.PathLike, output: str | os.PathLike, export_natoms: i
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxmd_dp.freeze", description=__doc__.splitlines()[0])
-    p.add_argument("-m", "--model", "-c", "--checkpoint", dest="model", required=True,
-                   help="training output directory, checkpoint directory or model directory")
-    p.add_argument("-o", "--output", default="frozen_model.jaxdp", help="file to write (default frozen_model.jaxdp; .dp or .yaml: DeePMD-kit's model file)")
-    p.add_argument("--export", action="store_true",
-                   help="also store a jax.export energy/force/virial function (needs --natoms)")
+    p.add_argument(
+        "-m",
+        "--model",
+        "-c",
+        "--checkpoint",
+        dest="model",
+        required=True,
+        help="training output directory, checkpoint directory or model directory",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="frozen_model.jaxdp",
+        help="file to write (default frozen_model.jaxdp; .dp or .yaml: DeePMD-kit's model file)",
+    )
+    p.add_argument(
+        "--export", action="store_true", help="also store a jax.export energy/force/virial function (needs --natoms)"
+    )
     p.add_argument("--natoms", type=int, default=None, help="number of atoms the exported function takes")
     p.add_argument("--nopbc", action="store_true", help="export for molecules without periodic boundaries")
-    p.add_argument("--min-box-width", type=float, default=None,
-                   help="thinnest box (face to face, Å) the exported function must handle (default: rcut)")
-    p.add_argument("--platforms", default=None,
-                   help="comma-separated jax.export platforms, e.g. cpu,cuda (default: this machine's)")
+    p.add_argument(
+        "--min-box-width",
+        type=float,
+        default=None,
+        help="thinnest box (face to face, Å) the exported function must handle (default: rcut)",
+    )
+    p.add_argument(
+        "--platforms",
+        default=None,
+        help="comma-separated jax.export platforms, e.g. cpu,cuda (default: this machine's)",
+    )
     args = p.parse_args(argv)
     if args.export and args.natoms is None:
         raise InputError("--export: give the number of atoms with --natoms N")
     if args.natoms is not None and not args.export:
         raise InputError("--natoms: only used with --export")
     platforms = tuple(x.strip() for x in args.platforms.split(",") if x.strip()) if args.platforms else None
-    out = freeze(args.model, args.output, args.natoms if args.export else None, not args.nopbc,
-                 args.min_box_width, platforms)
+    out = freeze(
+        args.model, args.output, args.natoms if args.export else None, not args.nopbc, args.min_box_width, platforms
+    )
     print(f"wrote {out}")
     return 0

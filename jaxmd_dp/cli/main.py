@@ -16,8 +16,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-from jaxmd_dp.version import __version__
 from jaxmd_dp.cli.util import run_cli
+from jaxmd_dp.version import __version__
 
 #: command → (module with ``main(argv)``, one-line summary)
 COMMANDS = {
@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-V", "--version"):
         from jaxmd_dp.runtime.hugepages import buffers_status, status
 
-        print(f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}\n"
-              f"freed CPU buffers: {buffers_status()}")
+        print(
+            f"jaxmd_dp {__version__}\nhuge pages for XLA's CPU buffers: {status()}\n"
+            f"freed CPU buffers: {buffers_status()}"
+        )
         return 0
     name = ALIASES.get(argv[0], argv[0])
     if name not in COMMANDS:

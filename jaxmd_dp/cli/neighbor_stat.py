@@ -16,9 +16,9 @@ import argparse
 import json
 import math
 
-
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry.neighbor_stat import NeighborStats, neighbor_stat, suggest_sel
+
 
 def _type_map_of(paths: list[str]) -> list[str] | None:
     """The union of the systems' type_map.raw (order of first appearance), or None when none has one."""
@@ -56,13 +56,17 @@ def report(st: NeighborStats, factor: float = 1.1) -> list[str]:
     """Human-readable lines; the ``min_nbor_dist:`` / ``max_nbor_size:`` lines are DeePMD-kit's."""
     sel = suggest_sel(st.max_nbor_size, factor)
     w = max(4, *(len(n) for n in st.type_map))
-    lines = [f"# {st.nsystems} system(s), {st.nframes} frame(s), rcut {st.rcut:g} Å",
-             f"{'type':<{w}s}  max_nbor  sel(auto:{factor:g})"]
+    lines = [
+        f"# {st.nsystems} system(s), {st.nframes} frame(s), rcut {st.rcut:g} Å",
+        f"{'type':<{w}s}  max_nbor  sel(auto:{factor:g})",
+    ]
     lines += [f"{n:<{w}s}  {int(m):8d}  {s:8d}" for n, m, s in zip(st.type_map, st.max_nbor_size, sel)]
     dist = f"{st.min_nbor_dist:f}" if math.isfinite(st.min_nbor_dist) else "inf (no pair within rcut)"
-    lines += [f"min_nbor_dist: {dist}",
-              f"max_nbor_size: {[int(m) for m in st.max_nbor_size]}",
-              f"suggested sel: {sel}  (ceil(max × {factor:g}) rounded up to a multiple of 4)"]
+    lines += [
+        f"min_nbor_dist: {dist}",
+        f"max_nbor_size: {[int(m) for m in st.max_nbor_size]}",
+        f"suggested sel: {sel}  (ceil(max × {factor:g}) rounded up to a multiple of 4)",
+    ]
     return lines
 
 
@@ -70,8 +74,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxmd_dp.neighbor_stat", description=__doc__.splitlines()[0])
     p.add_argument("-s", "--system", nargs="+", required=True, help="systems, or directories searched for them")
     p.add_argument("-r", "--rcut", type=float, required=True, help="cut-off radius, Å")
-    p.add_argument("-t", "--type-map", nargs="+", default=None,
-                   help="element names (default: the systems' type_map.raw, else their type indices)")
+    p.add_argument(
+        "-t",
+        "--type-map",
+        nargs="+",
+        default=None,
+        help="element names (default: the systems' type_map.raw, else their type indices)",
+    )
     p.add_argument("--one-type", action="store_true", help="treat all atoms as one type (mixed-type models)")
     p.add_argument("--sel-factor", type=float, default=1.1, help="head-room factor of the suggested sel (default 1.1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -83,10 +92,19 @@ def main(argv=None) -> int:
     systems, type_map, ntypes = load(args.system, args.type_map)
     st = neighbor_stat(systems, args.rcut, ntypes, args.one_type, type_map=type_map)
     if args.json:
-        print(json.dumps({"rcut": st.rcut, "type_map": st.type_map, "max_nbor_size": st.max_nbor_size.tolist(),
-                          "min_nbor_dist": st.min_nbor_dist if math.isfinite(st.min_nbor_dist) else None,
-                          "sel": suggest_sel(st.max_nbor_size, args.sel_factor),
-                          "nframes": st.nframes, "nsystems": st.nsystems}))
+        print(
+            json.dumps(
+                {
+                    "rcut": st.rcut,
+                    "type_map": st.type_map,
+                    "max_nbor_size": st.max_nbor_size.tolist(),
+                    "min_nbor_dist": st.min_nbor_dist if math.isfinite(st.min_nbor_dist) else None,
+                    "sel": suggest_sel(st.max_nbor_size, args.sel_factor),
+                    "nframes": st.nframes,
+                    "nsystems": st.nsystems,
+                }
+            )
+        )
     else:
         print("\n".join(report(st, args.sel_factor)))
     return 0

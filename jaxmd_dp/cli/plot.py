@@ -79,8 +79,9 @@ def quantities(columns: dict[str, np.ndarray]) -> list[str]:
     return sorted(out, key=lambda q: (order.index(q) if q in order else len(order), q))
 
 
-def plot_lcurve(path: str | Path, output: str | Path | None = None, dpi: int = 100, width: float = 6.0,
-                height: float = 3.2) -> Path:
+def plot_lcurve(
+    path: str | Path, output: str | Path | None = None, dpi: int = 100, width: float = 6.0, height: float = 3.2
+) -> Path:
     """Draw ``path`` (an lcurve file) to ``output`` (default: beside it, ``.png``); returns the PNG path.
 
     The figure is ``width × height`` inches per panel row at ``dpi`` (two panels per row)."""
@@ -131,13 +132,21 @@ def plot_lcurve(path: str | Path, output: str | Path | None = None, dpi: int = 1
             ax2.set_yscale("log")
             ax2.set_ylabel("learning rate", color=LR_COLOR)
             ax2.tick_params(axis="y", colors=LR_COLOR, which="both")
-    for ax in list(axes.flat)[len(qs):]:
+    for ax in list(axes.flat)[len(qs) :]:
         ax.set_visible(False)
     inch = 1.0 / (height * nrows + 0.6)  # one inch as a fraction of the figure height
-    fig.suptitle(f"{Path(path).name}: {len(step)} points, last step {int(step[-1])}", fontsize=11, y=1 - 0.08 * inch,
-                 va="top")
-    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=len(legend), fontsize=9,
-               frameon=False, bbox_to_anchor=(0.5, 1 - 0.3 * inch))
+    fig.suptitle(
+        f"{Path(path).name}: {len(step)} points, last step {int(step[-1])}", fontsize=11, y=1 - 0.08 * inch, va="top"
+    )
+    fig.legend(
+        list(legend.values()),
+        list(legend),
+        loc="upper center",
+        ncol=len(legend),
+        fontsize=9,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.3 * inch),
+    )
     top = 1 - 0.5 * inch  # room for the title and the legend
     fig.tight_layout(rect=(0, 0, 1, top))
     try:
@@ -166,7 +175,7 @@ def _step_axis(ax, step: np.ndarray) -> None:
     else:
         ax.set_xscale("log")
         ticks = []
-    ticks += [10.0 ** k for k in range(int(round(math.log10(lo))), int(round(math.log10(hi))) + 1)]
+    ticks += [10.0**k for k in range(int(round(math.log10(lo))), int(round(math.log10(hi))) + 1)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())

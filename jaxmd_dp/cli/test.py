@@ -34,8 +34,11 @@ def write_detail(detail: str, system: System, pred: dict, append: bool) -> None:
     files = [
         (".e.out", e, "data_e pred_e"),
         (".e_peratom.out", e / na, "data_e pred_e"),
-        (".f.out", np.concatenate([label(system.force, (n, na, 3)).reshape(-1, 3), pred["force"].reshape(-1, 3)], 1),
-         "data_fx data_fy data_fz pred_fx pred_fy pred_fz"),
+        (
+            ".f.out",
+            np.concatenate([label(system.force, (n, na, 3)).reshape(-1, 3), pred["force"].reshape(-1, 3)], 1),
+            "data_fx data_fy data_fz pred_fx pred_fy pred_fz",
+        ),
     ]
     if system.pbc:
         v = np.concatenate([label(system.virial, (n, 9)), pred["virial"]], 1)
@@ -47,11 +50,16 @@ def write_detail(detail: str, system: System, pred: dict, append: bool) -> None:
 
 
 _LINES = [
-    ("e", "Energy MAE         ", "mae_e", "eV"), ("e", "Energy RMSE        ", "rmse_e", "eV"),
-    ("e", "Energy MAE/Natoms  ", "mae_ea", "eV"), ("e", "Energy RMSE/Natoms ", "rmse_ea", "eV"),
-    ("f", "Force  MAE         ", "mae_f", "eV/A"), ("f", "Force  RMSE        ", "rmse_f", "eV/A"),
-    ("v", "Virial MAE         ", "mae_v", "eV"), ("v", "Virial RMSE        ", "rmse_v", "eV"),
-    ("v", "Virial MAE/Natoms  ", "mae_va", "eV"), ("v", "Virial RMSE/Natoms ", "rmse_va", "eV"),
+    ("e", "Energy MAE         ", "mae_e", "eV"),
+    ("e", "Energy RMSE        ", "rmse_e", "eV"),
+    ("e", "Energy MAE/Natoms  ", "mae_ea", "eV"),
+    ("e", "Energy RMSE/Natoms ", "rmse_ea", "eV"),
+    ("f", "Force  MAE         ", "mae_f", "eV/A"),
+    ("f", "Force  RMSE        ", "rmse_f", "eV/A"),
+    ("v", "Virial MAE         ", "mae_v", "eV"),
+    ("v", "Virial RMSE        ", "rmse_v", "eV"),
+    ("v", "Virial MAE/Natoms  ", "mae_va", "eV"),
+    ("v", "Virial RMSE/Natoms ", "rmse_va", "eV"),
 ]
 
 
@@ -72,8 +80,7 @@ def weighted_average(errs: list[dict]) -> dict:
     return out
 
 
-def test_model(model: str | Model, systems: list[str], nframes: int = 0, detail: str | None = None,
-               log=print) -> dict:
+def test_model(model: str | Model, systems: list[str], nframes: int = 0, detail: str | None = None, log=print) -> dict:
     """Run ``dp test`` on each system; returns the weighted-average errors (see :func:`errors`).
 
     model: a path (:func:`jaxmd_dp.api.load_model`) or a :class:`~jaxmd_dp.api.Model`."""

@@ -10,9 +10,9 @@ import argparse
 import shutil
 from pathlib import Path
 
-from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_DEFAULT, compile_cache_dir, use_compile_cache
 from jaxmd_dp.config import Config, load_config
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_DEFAULT, compile_cache_dir, use_compile_cache
 
 
 def ensure_example_data(config: Config) -> None:
@@ -20,7 +20,9 @@ def ensure_example_data(config: Config) -> None:
     from jaxmd_dp.data.fetch import ensure_water_data
 
     tc = config.training
-    paths = list(tc.training_data.systems) if not isinstance(tc.training_data.systems, str) else [tc.training_data.systems]
+    paths = (
+        list(tc.training_data.systems) if not isinstance(tc.training_data.systems, str) else [tc.training_data.systems]
+    )
     if tc.validation_data is not None:
         v = tc.validation_data.systems
         paths += [v] if isinstance(v, str) else list(v)
@@ -36,8 +38,10 @@ def check_output_dir(out: Path, config: Config, restart, force: bool) -> None:
     tc = config.training
     old = [n for n in (tc.disp_file, tc.save_ckpt, "out.json") if (out / n).exists()]
     if old and not force:
-        raise InputError(f"{out}: already holds a training run ({', '.join(old)}); continue it with "
-                         f"--restart {out}, or overwrite it with --force")
+        raise InputError(
+            f"{out}: already holds a training run ({', '.join(old)}); continue it with "
+            f"--restart {out}, or overwrite it with --force"
+        )
     for n in old:
         p = out / n
         shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -50,29 +54,60 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default=".", help="output directory (default: current directory)")
     p.add_argument("--restart", default=None, help="continue from this checkpoint or output directory")
     p.add_argument("--init-model", default=None, help="start from this model's weights and statistics")
-    p.add_argument("--init-frz-model", default=None, metavar="FILE",
-                   help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option")
-    p.add_argument("--profile", default=None, metavar="DIR",
-                   help="write a jax.profiler trace of a few steps after warm-up into DIR (TensorBoard/Perfetto)")
-    p.add_argument("--compile-cache", default=None, metavar="DIR",
-                   help="persistent compilation cache: later runs of the same model and data shapes load the "
-                        "compiled steps instead of compiling them (default: $JAXMD_DP_COMPILE_CACHE, else "
-                        f"{COMPILE_CACHE_DEFAULT}; 'off' for none)")
+    p.add_argument(
+        "--init-frz-model",
+        default=None,
+        metavar="FILE",
+        help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="DIR",
+        help="write a jax.profiler trace of a few steps after warm-up into DIR (TensorBoard/Perfetto)",
+    )
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR",
+        help="persistent compilation cache: later runs of the same model and data shapes load the "
+        "compiled steps instead of compiling them (default: $JAXMD_DP_COMPILE_CACHE, else "
+        f"{COMPILE_CACHE_DEFAULT}; 'off' for none)",
+    )
     p.add_argument("-l", "--log-path", default=None, metavar="FILE", help="also write the log to FILE")
-    p.add_argument("--log-level", default="INFO",
-                   help="console log level: DEBUG, INFO, WARNING, ERROR (or DeePMD-kit's 3, 2, 1, 0)")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        help="console log level: DEBUG, INFO, WARNING, ERROR (or DeePMD-kit's 3, 2, 1, 0)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an earlier run in the output directory")
     # [data parallel] the launcher is detected (mpirun/mpiexec environment, or a jax.distributed coordinator)
-    p.add_argument("--mpi-log", default="master", choices=("master", "collect", "workers"),
-                   help="logging with several processes: master (rank 0 only), collect (every rank, prefixed, "
-                        "to the console), workers (every rank also to <output>/train.rank<k>.log)")
-    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
-                   help="jax.distributed coordinator address for multi-process training without MPI "
-                        "(default: $JAX_COORDINATOR_ADDRESS)")
-    p.add_argument("--num-processes", type=int, default=None, help="jax.distributed: number of processes "
-                   "(default: $JAX_NUM_PROCESSES or auto-detected)")
-    p.add_argument("--process-id", type=int, default=None, help="jax.distributed: this process's index "
-                   "(default: $JAX_PROCESS_ID or auto-detected)")
+    p.add_argument(
+        "--mpi-log",
+        default="master",
+        choices=("master", "collect", "workers"),
+        help="logging with several processes: master (rank 0 only), collect (every rank, prefixed, "
+        "to the console), workers (every rank also to <output>/train.rank<k>.log)",
+    )
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="jax.distributed coordinator address for multi-process training without MPI "
+        "(default: $JAX_COORDINATOR_ADDRESS)",
+    )
+    p.add_argument(
+        "--num-processes",
+        type=int,
+        default=None,
+        help="jax.distributed: number of processes (default: $JAX_NUM_PROCESSES or auto-detected)",
+    )
+    p.add_argument(
+        "--process-id",
+        type=int,
+        default=None,
+        help="jax.distributed: this process's index (default: $JAX_PROCESS_ID or auto-detected)",
+    )
     args = p.parse_intermixed_args(argv)
     for o in args.overrides:
         if "=" not in o:
@@ -86,8 +121,10 @@ def main(argv=None) -> int:
         if init_model is not None or args.restart is not None:
             raise InputError("--init-frz-model: give only one of --init-frz-model, --init-model, --restart")
         if not Path(args.init_frz_model).is_file():
-            raise InputError(f"--init-frz-model {args.init_frz_model}: not a file (a frozen model from "
-                             "python -m jaxmd_dp.freeze; for a checkpoint directory use --init-model)")
+            raise InputError(
+                f"--init-frz-model {args.init_frz_model}: not a file (a frozen model from "
+                "python -m jaxmd_dp.freeze; for a checkpoint directory use --init-model)"
+            )
         init_model = args.init_frz_model
     from jaxmd_dp.train.parallel import init_workers, rank_logger
 
@@ -115,7 +152,14 @@ def main(argv=None) -> int:
     from jaxmd_dp.train.loop import Trainer
 
     console = Logger(args.log_level, args.log_path if workers.is_writer else None)
-    trainer = Trainer(config, out, restart=args.restart, init_model=init_model, workers=workers,
-                      log=rank_logger(workers, out, console), profile=args.profile)
+    trainer = Trainer(
+        config,
+        out,
+        restart=args.restart,
+        init_model=init_model,
+        workers=workers,
+        log=rank_logger(workers, out, console),
+        profile=args.profile,
+    )
     trainer.fit()
     return 0

@@ -180,7 +180,7 @@ def batch_size_rule(v: Any) -> int | tuple[int, ...] | str:
 
 
 def auto_prob_style(v: Any) -> str:
-    """"prob_uniform", "prob_sys_size" or "prob_sys_size;stt:end:weight;..." (blocks of systems)."""
+    """ "prob_uniform", "prob_sys_size" or "prob_sys_size;stt:end:weight;..." (blocks of systems)."""
     if v in ("prob_uniform", "prob_sys_size"):
         return v
     if isinstance(v, str) and v.startswith("prob_sys_size;"):

@@ -5,9 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jaxmd_dp.config.checks import (PRECISIONS, activation, boolean, choice, element_names,
-                                    instance_of, integer, list_of, nonneg_float, optional, pos_float, pos_int,
-                                    sel_rule)
+from jaxmd_dp.config.checks import (
+    PRECISIONS,
+    activation,
+    boolean,
+    choice,
+    element_names,
+    instance_of,
+    integer,
+    list_of,
+    nonneg_float,
+    optional,
+    pos_float,
+    pos_int,
+    sel_rule,
+)
 from jaxmd_dp.config.fixed import Fixed, not_ours, only, unsupported
 from jaxmd_dp.config.section import Section, entry, key_error
 

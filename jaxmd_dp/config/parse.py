@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from typing import Any
-from collections.abc import Mapping
 
 from jaxmd_dp.config.checks import Bad, show
 from jaxmd_dp.config.schema import DATA_SECTIONS, Config

@@ -28,8 +28,9 @@ class Config(Section):
 
     _path = ""
     _fixed = {
-        "validating": Fixed(_validating_off, "full validation is not supported (only {} or full_validation: false)",
-                             {}),
+        "validating": Fixed(
+            _validating_off, "full validation is not supported (only {} or full_validation: false)", {}
+        ),
         "nvnmd": Fixed(_nvnmd_off, "NVNMD is not supported (only {} or enable: false)", {}),
     }
 

@@ -5,9 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jaxmd_dp.config.checks import (KERNELS, auto_prob_style, batch_size_rule, boolean, choice, instance_of, integer,
-                                    list_of, nonneg_float, nonneg_int, number, optional, pos_int, system_paths,
-                                    table_nodes, text)
+from jaxmd_dp.config.checks import (
+    KERNELS,
+    auto_prob_style,
+    batch_size_rule,
+    boolean,
+    choice,
+    instance_of,
+    integer,
+    list_of,
+    nonneg_float,
+    nonneg_int,
+    number,
+    optional,
+    pos_int,
+    system_paths,
+    table_nodes,
+    text,
+)
 from jaxmd_dp.config.fixed import Fixed, not_ours, only, same, unsupported
 from jaxmd_dp.config.section import Section, entry, key_error
 

@@ -57,14 +57,22 @@ def drop_close_frames(system: System, min_pair_dist: float, key: str = "training
     min_pair_dist when no frame is left."""
     keep = min_pair_distance(system.coord, system.box) >= min_pair_dist
     if not keep.any():
-        raise InputError(f"{key}.min_pair_dist: every frame of {system.path} ({system.nframes}) has two atoms "
-                         f"closer than {min_pair_dist:g} Å; no frame of it is left")
+        raise InputError(
+            f"{key}.min_pair_dist: every frame of {system.path} ({system.nframes}) has two atoms "
+            f"closer than {min_pair_dist:g} Å; no frame of it is left"
+        )
     return select_frames(system, keep)
 
 
-def load_systems(systems: str | Sequence[str], type_map: Sequence[str] | None, *, set_prefix: str = "set",
-                 rglob_patterns: Sequence[str] | None = None, min_pair_dist: float = 0.0,
-                 key: str = "training.training_data") -> list[System]:
+def load_systems(
+    systems: str | Sequence[str],
+    type_map: Sequence[str] | None,
+    *,
+    set_prefix: str = "set",
+    rglob_patterns: Sequence[str] | None = None,
+    min_pair_dist: float = 0.0,
+    key: str = "training.training_data",
+) -> list[System]:
     """The systems of one data section (``key`` names it in errors): found from ``systems`` (a directory or a
     list, searched as DeePMD-kit does; ``rglob_patterns``), read with ``set_prefix``, and with
     ``min_pair_dist`` > 0 their frames with two atoms closer than it (Å) left out."""

@@ -37,9 +37,7 @@ def resolve_batch_sizes(spec: int | str | Sequence[int], natoms: Sequence[int]) 
     if isinstance(spec, str):
         words = spec.split(":")
         if words[0] not in ("auto", "max") or len(words) > 2:
-            raise InputError(
-                f"batch_size: unknown rule {spec!r}; expected an int, a list, 'auto', 'auto:N' or 'max:N'"
-            )
+            raise InputError(f"batch_size: unknown rule {spec!r}; expected an int, a list, 'auto', 'auto:N' or 'max:N'")
         if words[0] == "max" and len(words) == 1:
             raise InputError("batch_size: 'max' needs a number of atoms, e.g. 'max:256'")
         try:
@@ -146,9 +144,7 @@ def _block_probs(style: str, nb: np.ndarray) -> np.ndarray:
                 raise ValueError
             stt, end, w = int(parts[0]), int(parts[1]), float(parts[2])
         except ValueError:
-            raise InputError(
-                f"auto_prob: block {b!r} is not stt:end:weight (two integers, a number)"
-            ) from None
+            raise InputError(f"auto_prob: block {b!r} is not stt:end:weight (two integers, a number)") from None
         if not (0 <= stt < end <= n):
             raise InputError(f"auto_prob: block {b!r} must satisfy 0 <= stt < end <= {n} (number of systems)")
         if not np.isfinite(w) or w < 0:
@@ -215,13 +211,16 @@ def _rglob_systems(root: Path, patterns: Sequence[str]) -> list[str]:
             raise InputError(f"rglob_patterns: {pattern!r} is not a valid pattern ({e})") from None
         found.update(d for d in matches if (d / "type.raw").is_file())
     if not found:
-        raise InputError(f"{root}: no systems found (no directory below it matching rglob_patterns "
-                         f"{list(patterns)} contains type.raw)")
+        raise InputError(
+            f"{root}: no systems found (no directory below it matching rglob_patterns "
+            f"{list(patterns)} contains type.raw)"
+        )
     return [str(d) for d in sorted(found, key=lambda d: d.parts)]
 
 
-def system_paths(systems: str | Sequence[str], rglob_patterns: Sequence[str] | None = None,
-                 set_prefix: str = "set") -> list[str]:
+def system_paths(
+    systems: str | Sequence[str], rglob_patterns: Sequence[str] | None = None, set_prefix: str = "set"
+) -> list[str]:
     """A config's ``systems`` as system directories, as DeePMD-kit's ``process_systems``: one directory,
     or each directory of a list, searched with :func:`find_systems` (a directory holding type.raw is
     itself a system; with ``rglob_patterns`` every list entry is searched by them). Without patterns, a

@@ -92,8 +92,11 @@ def load_system(path: str | Path, type_map: list[str] | None = None, set_prefix:
 
     set_dirs = sorted(d for d in root.glob(f"{glob.escape(set_prefix)}.*") if d.is_dir())
     if not set_dirs:
-        other = "" if set_prefix == "set" or not any(d.is_dir() for d in root.glob("set.*")) else (
-            f"; it has set.* directories: set_prefix is {set_prefix!r}")
+        other = (
+            ""
+            if set_prefix == "set" or not any(d.is_dir() for d in root.glob("set.*"))
+            else (f"; it has set.* directories: set_prefix is {set_prefix!r}")
+        )
         raise InputError(f"{root}: no {set_prefix}.* directories (DeePMD-kit npy format expected){other}")
     sets = [_load_set(d, natoms, pbc) for d in set_dirs]
     for key in LABELS:
@@ -140,8 +143,13 @@ def select_frames(system: System, keep: np.ndarray) -> System:
         return None if a is None else a[keep]
 
     return dataclasses.replace(
-        system, coord=system.coord[keep], box=take(system.box), energy=take(system.energy),
-        force=take(system.force), virial=take(system.virial), set_nframes=tuple(n for n in per_set if n),
+        system,
+        coord=system.coord[keep],
+        box=take(system.box),
+        energy=take(system.energy),
+        force=take(system.force),
+        virial=take(system.virial),
+        set_nframes=tuple(n for n in per_set if n),
         dropped=(system.dropped or 0) + int((~keep).sum()),
     )
 
@@ -200,9 +208,7 @@ def _first_duplicate(names: list[str]) -> str | None:
     return None
 
 
-def _map_types(
-    root: Path, raw: np.ndarray, sys_map: list[str] | None, type_map: list[str] | None
-) -> np.ndarray:
+def _map_types(root: Path, raw: np.ndarray, sys_map: list[str] | None, type_map: list[str] | None) -> np.ndarray:
     """Raw type.raw indices -> (natoms,) int32 indices into the global type map."""
     used = [int(t) for t in np.unique(raw)]
     if sys_map is not None:
@@ -297,8 +303,11 @@ def _load_set(set_dir: Path, natoms: int, pbc: bool) -> dict[str, np.ndarray]:
         box = _per_frame(_load_npy(box_file), box_file, nf, 9, "9 (a 3×3 cell, rows = cell vectors)")
         _check_volume(box, box_file)
         out["box"] = box
-    widths = {"energy": (1, "1"), "force": (natoms * 3, f"{natoms} atoms × 3 = {natoms * 3}"),
-              "virial": (9, "9 (a 3×3 virial)")}
+    widths = {
+        "energy": (1, "1"),
+        "force": (natoms * 3, f"{natoms} atoms × 3 = {natoms * 3}"),
+        "virial": (9, "9 (a 3×3 virial)"),
+    }
     for key, (width, what) in widths.items():
         f = set_dir / f"{key}.npy"
         if f.is_file():

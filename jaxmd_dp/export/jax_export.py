@@ -25,8 +25,15 @@ class ExportedPrediction(NamedTuple):
     nneigh_max: np.ndarray
 
 
-def export_energy_force(hyper: ModelHyper, params, stats: Stats, natoms: int, pbc: bool = True,
-                        min_box_width: float | None = None, platforms: tuple[str, ...] | None = None):
+def export_energy_force(
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    natoms: int,
+    pbc: bool = True,
+    min_box_width: float | None = None,
+    platforms: tuple[str, ...] | None = None,
+):
     """Serialise the model's prediction for ``natoms`` atoms with ``jax.export``, weights baked in.
 
     The function is :func:`jaxmd_dp.model.evaluate.predict_frames` (the Evaluator's) for one fixed
@@ -74,19 +81,25 @@ def export_energy_force(hyper: ModelHyper, params, stats: Stats, natoms: int, pb
         exp = jax.export.export(fn, **kw)(*args)
     except (ValueError, NotImplementedError) as e:
         raise InputError(f"--export: jax.export failed ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    desc = {"natoms": int(natoms), "pbc": bool(pbc), "min_box_width": min_w if pbc else None,
-            "platforms": list(exp.platforms), "jax": jax.__version__,
-            "inputs": ["coord (nf, natoms, 3) float64 Å"] + (["box (nf, 3, 3) float64 Å"] if pbc else [])
-            + ["atype (natoms,) int32"],
-            "outputs": list(ExportedPrediction._fields)}
+    desc = {
+        "natoms": int(natoms),
+        "pbc": bool(pbc),
+        "min_box_width": min_w if pbc else None,
+        "platforms": list(exp.platforms),
+        "jax": jax.__version__,
+        "inputs": ["coord (nf, natoms, 3) float64 Å"]
+        + (["box (nf, 3, 3) float64 Å"] if pbc else [])
+        + ["atype (natoms,) int32"],
+        "outputs": list(ExportedPrediction._fields),
+    }
     return exp.serialize(), desc
 
 
 class ExportedModel:
     """A frozen file's ``jax.export`` function, with host-side checks of the inputs it was exported for.
 
-        f = load_exported("model.jaxdp")
-        pred = f(coord, box, atype)        # coord (nf, natoms, 3) Å; box (nf, 3, 3) Å (None without PBC)
+    f = load_exported("model.jaxdp")
+    pred = f(coord, box, atype)        # coord (nf, natoms, 3) Å; box (nf, 3, 3) Å (None without PBC)
     """
 
     def __init__(self, exported, desc: dict, type_map: tuple[str, ...], source: str):
@@ -112,8 +125,10 @@ class ExportedModel:
             box = np.broadcast_to(np.asarray(box, np.float64).reshape(-1, 3, 3), (coord.shape[0], 3, 3))
             w = float(_perp_widths(box).min())
             if w < self.desc["min_box_width"] - 1e-12:
-                raise InputError(f"{self.source}: a box is {w:.3f} Å thick; this export reaches boxes of at least "
-                                 f"{self.desc['min_box_width']} Å (re-freeze with --min-box-width)")
+                raise InputError(
+                    f"{self.source}: a box is {w:.3f} Å thick; this export reaches boxes of at least "
+                    f"{self.desc['min_box_width']} Å (re-freeze with --min-box-width)"
+                )
             out = self.exported.call(coord, np.ascontiguousarray(box), atype)
         else:
             out = self.exported.call(coord, atype)
@@ -129,8 +144,9 @@ def load_exported(path: str | os.PathLike) -> ExportedModel:
     try:
         import flatbuffers  # noqa: F401  (jax.export's serialisation needs it)
     except ImportError:
-        raise InputError(f"{path}: reading the exported function needs flatbuffers: "
-                         "pip install 'jaxmd_dp[export]'") from None
+        raise InputError(
+            f"{path}: reading the exported function needs flatbuffers: pip install 'jaxmd_dp[export]'"
+        ) from None
     try:
         exported = jax.export.deserialize(bytearray(blob))
     except (ValueError, TypeError) as e:

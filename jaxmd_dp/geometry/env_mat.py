@@ -99,8 +99,9 @@ def _rows_and_jacobian(d: jax.Array, mask: jax.Array, rcut: float, rcut_smth: fl
     dw = smooth_weight_slope(r, rcut_smth, rcut)
     c0 = (dw * r - w) * inv_r2 * inv_r * m
     c1 = (dw * r - 2.0 * w) * inv_r2 * inv_r2 * m
-    jac = [[c0 * c for c in comps]] + [[c1 * comps[a] * comps[k] + (q if a == k else 0.0) for k in range(3)]
-                                       for a in range(3)]
+    jac = [[c0 * c for c in comps]] + [
+        [c1 * comps[a] * comps[k] + (q if a == k else 0.0) for k in range(3)] for a in range(3)
+    ]
     return rows, jac
 
 
@@ -156,8 +157,18 @@ def env_mat(
     if dispatch.use_pallas(kernels):
         from pallas_kernels.env_mat import env_mat as env_mat_kernel
 
-        return env_mat_kernel(coord, box, atype, idx, shift, rcut, rcut_smth, jnp.asarray(davg), jnp.asarray(dstd),
-                              interpret=dispatch.interpret_mode())
+        return env_mat_kernel(
+            coord,
+            box,
+            atype,
+            idx,
+            shift,
+            rcut,
+            rcut_smth,
+            jnp.asarray(davg),
+            jnp.asarray(dstd),
+            interpret=dispatch.interpret_mode(),
+        )
     # the pair vectors and the mask once into memory (CPU): the rows and each term of their Jacobian are
     # separate fusions, which would otherwise each redo the list's and the coordinates' gathers
     d = computed_once(pair_vectors(coord, box, idx, shift))

@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmd_dp.runtime.compile_options import backend_options
 from jaxmd_dp.geometry.running_count import running_count
+from jaxmd_dp.runtime.compile_options import backend_options
 from pallas_kernels import dispatch
 
 
@@ -121,15 +121,24 @@ def allocate(
         rep = tuple(int(math.floor(2 * rcut * (1 + 1e-9) / w)) + 1 for w in widths)
         return NeighborSpec(float(rcut), sel, True, "minimage", (0, 0, 0), rep, natoms)
     if method == "brute":
-        return NeighborSpec(float(rcut), sel, True, "brute", brute_reach, (1, 1, 1), natoms,
-                            _beyond_rcut(brute_reach, rcut, box, (1, 1, 1)))
+        return NeighborSpec(
+            float(rcut),
+            sel,
+            True,
+            "brute",
+            brute_reach,
+            (1, 1, 1),
+            natoms,
+            _beyond_rcut(brute_reach, rcut, box, (1, 1, 1)),
+        )
     if method != "cell":
         raise ValueError(f"unknown neighbour-list method {method!r}")
     cid = _cell_index_np(coord, box, ncell)
     fullest = max(np.bincount(c, minlength=int(np.prod(ncell))).max() for c in cid)
     capacity = min(natoms, int(math.ceil(fullest * capacity_factor)) + 1)
-    return NeighborSpec(float(rcut), sel, True, "cell", cell_reach, ncell, capacity,
-                        _beyond_rcut(cell_reach, rcut, box, ncell))
+    return NeighborSpec(
+        float(rcut), sel, True, "cell", cell_reach, ncell, capacity, _beyond_rcut(cell_reach, rcut, box, ncell)
+    )
 
 
 def _min_image_ok(widths: np.ndarray, rcut: float) -> bool:
@@ -160,7 +169,8 @@ def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
         return _min_image_ok(widths * np.asarray(spec.ncell), spec.rcut)
     need = [math.ceil(spec.rcut * n / w) for n, w in zip(spec.ncell, widths)]
     return all(n <= r for n, r in zip(need, spec.reach)) and (
-        not spec.skip or bool(np.all(_gap2(np.asarray(spec.skip), box, spec.ncell) >= _far2(spec.rcut))))
+        not spec.skip or bool(np.all(_gap2(np.asarray(spec.skip), box, spec.ncell) >= _far2(spec.rcut)))
+    )
 
 
 def closest_pair_distance(coord: np.ndarray, box: np.ndarray | None, max_elems: int = 4_000_000) -> np.ndarray:
@@ -178,16 +188,16 @@ def closest_pair_distance(coord: np.ndarray, box: np.ndarray | None, max_elems: 
     chunk = max(1, max_elems // (natoms * natoms))
     off_diag = ~np.eye(natoms, dtype=bool)
     for a in range(0, nf, chunk):
-        c = coord[a:a + chunk]
+        c = coord[a : a + chunk]
         if box is None:
             d = c[:, None, :, :] - c[:, :, None, :]
         else:
-            b = np.asarray(box[a:a + chunk], np.float64)
+            b = np.asarray(box[a : a + chunk], np.float64)
             frac = np.einsum("fni,fij->fnj", c, np.linalg.inv(b))
             df = frac[:, None, :, :] - frac[:, :, None, :]
             d = np.einsum("fabi,fij->fabj", df - np.round(df), b)
         r2 = np.einsum("fabk,fabk->fab", d, d)
-        out[a:a + chunk] = np.sqrt(np.min(r2[:, off_diag], axis=-1))
+        out[a : a + chunk] = np.sqrt(np.min(r2[:, off_diag], axis=-1))
     return out
 
 
@@ -266,8 +276,13 @@ def _counts(spec: NeighborSpec, cand_type, valid):
     """Neighbours of each type within rcut: (natoms, ntypes) int32, from candidate blocks (natoms, noff, m).
 
     Summed as float32 ones (exact below 2**24): XLA CPU vectorises float reductions, not integer ones."""
-    return jnp.stack([jnp.where(valid & (cand_type == t), 1.0, 0.0).astype(jnp.float32).sum(axis=(-2, -1))
-                      for t in range(len(spec.sel))], axis=-1).astype(jnp.int32)
+    return jnp.stack(
+        [
+            jnp.where(valid & (cand_type == t), 1.0, 0.0).astype(jnp.float32).sum(axis=(-2, -1))
+            for t in range(len(spec.sel))
+        ],
+        axis=-1,
+    ).astype(jnp.int32)
 
 
 def _shifts(spec: NeighborSpec, pos, idx, img, wrap, m: int):
@@ -381,8 +396,9 @@ def _build_brute(spec: NeighborSpec, coord, box, atype):
         offs_np = np.zeros((1, 3), np.int64)
         offs = vec = jnp.zeros((1, 3), dtype=coord.dtype)
     noff = offs_np.shape[0]
-    d = [(vec[:, k][None, :, None] + cw[:, k][None, None, :]) - cw[:, k][:, None, None]
-         for k in range(3)]  # pair vector components, (natoms, noff, natoms) each
+    d = [
+        (vec[:, k][None, :, None] + cw[:, k][None, None, :]) - cw[:, k][:, None, None] for k in range(3)
+    ]  # pair vector components, (natoms, noff, natoms) each
     r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
     cand_j, cand_type, valid = _every_atom_blocks(spec, r2, offs_np, atype)
     img = jnp.broadcast_to(offs[None], (natoms, noff, 3))
@@ -543,8 +559,14 @@ def reduction_jit(fun=None, *, static_argnums=()):
     return call
 
 
-def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
-          kernels: str | None = None, order: str = "nearest") -> NeighborList:
+def build(
+    spec: NeighborSpec,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    kernels: str | None = None,
+    order: str = "nearest",
+) -> NeighborList:
     """Build the neighbour list of each frame.
 
     Args:
@@ -573,8 +595,9 @@ def build(spec: NeighborSpec, coord: jax.Array, box: jax.Array | None, atype: ja
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]
     atype = jnp.broadcast_to(jnp.asarray(atype), (nf, natoms))
-    cands, ovf, _ = _candidates(spec, jax.lax.stop_gradient(coord),
-                             None if box is None else jax.lax.stop_gradient(jnp.asarray(box)), atype)
+    cands, ovf, _ = _candidates(
+        spec, jax.lax.stop_gradient(coord), None if box is None else jax.lax.stop_gradient(jnp.asarray(box)), atype
+    )
     nneigh = jax.vmap(lambda c: _counts(spec, c[2], c[3]))(cands)
     nearest = jax.vmap(lambda c: _select_nearest(spec, *_flat(c)))
     if order == "nearest":

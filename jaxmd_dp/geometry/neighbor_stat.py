@@ -79,9 +79,17 @@ def _frame_stats(spec, rcut_smth, coord, box, atype):
     return nmax, dmin, jnp.any(overflow), pairs, sums
 
 
-def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chunk: int = CHUNK,
-                  type_map: list[str] | None = None, method: str = "auto",
-                  rcut_smth: float | None = None, sum_frames: list | None = None) -> NeighborStats:
+def neighbor_stat(
+    systems,
+    rcut: float,
+    ntypes: int,
+    one_type: bool = False,
+    chunk: int = CHUNK,
+    type_map: list[str] | None = None,
+    method: str = "auto",
+    rcut_smth: float | None = None,
+    sum_frames: list | None = None,
+) -> NeighborStats:
     """Neighbour statistics over every frame of ``systems`` (:class:`jaxmd_dp.data.system.System`).
 
     one_type: count every neighbour as one type (DeePMD-kit's ``--one-type``, for mixed-type models).
@@ -137,7 +145,7 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
             n = len(rows)
             step = max(1, min(size, n))
             for a in range(0, n, step):
-                r = rows[a:a + step]
+                r = rows[a : a + step]
                 r = np.concatenate([r, np.repeat(r[:1], step - len(r))])  # one compiled shape: pad with a copy
                 c, bx, t = coord[r], None if box is None else box[r], atype[r]
                 m, d, overflow, pairs, sums = _frame_stats(spec, smth, c, bx, t)
@@ -160,8 +168,16 @@ def neighbor_stat(systems, rcut: float, ntypes: int, one_type: bool = False, chu
         for f in [pool.submit(scan_group, *key, members) for key, members in groups.items()]:
             f.result()
     names = ["all"] if one_type else list(type_map or [f"type_{k}" for k in range(ntypes)])
-    return NeighborStats(float(rcut), names, nmax_sys.max(axis=0, initial=0), float(dmin_sys.min(initial=math.inf)),
-                         int(sum(s.coord.shape[0] for s in systems)), len(systems), dmin_sys, pairs_sys,
-                         nmax_sys, unique_sys, sums_sys)
-
-
+    return NeighborStats(
+        float(rcut),
+        names,
+        nmax_sys.max(axis=0, initial=0),
+        float(dmin_sys.min(initial=math.inf)),
+        int(sum(s.coord.shape[0] for s in systems)),
+        len(systems),
+        dmin_sys,
+        pairs_sys,
+        nmax_sys,
+        unique_sys,
+        sums_sys,
+    )

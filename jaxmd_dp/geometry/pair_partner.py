@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
 _rows_of = jax.vmap(lambda x, r: x[r])  # per frame: x (n, ...) rows r (n, s) → (n, s, ...)
 
 
@@ -72,8 +71,12 @@ def _partners_by_table(idx, shift, atype, sel) -> tuple[jax.Array, jax.Array]:
     back = pos[f, j, me]  # (nf, n, nnei): the slot of i in j's list, −1 if none
     kb = jnp.maximum(back, 0)
     rshift = shift[f, j, kb]  # the image of i in that slot
-    own = ((idx >= 0) & (atype[:, :, None] == jnp.asarray(_section_types(sel))) & (back >= 0)
-           & jnp.all(rshift == -shift, axis=-1))
+    own = (
+        (idx >= 0)
+        & (atype[:, :, None] == jnp.asarray(_section_types(sel)))
+        & (back >= 0)
+        & jnp.all(rshift == -shift, axis=-1)
+    )
     once = (idx < 0) | (pos[f, me, j] == slot)  # an atom held twice keeps one of its slots in the table
     return jnp.where(own, j * nnei + back, -1), jnp.all(once)
 

@@ -48,13 +48,26 @@ import numpy as np
 from jaxmd_dp.data.sampler import DataSampler, make_batch, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry.env_mat import env_rows, pair_vectors, smooth_weight
-from jaxmd_dp.geometry.neighbor import (NeighborSpec, allocate, build, candidates_per_atom, reduce_candidates,
-                                       reduction_jit)
+from jaxmd_dp.geometry.neighbor import (
+    NeighborSpec,
+    allocate,
+    build,
+    candidates_per_atom,
+    reduce_candidates,
+    reduction_jit,
+)
 
 DEFAULT_STD = 0.1  # StatItem.compute_std default when a type has no centre atom
 
-__all__ = ["sample_stat_frames", "sample_stat_indices", "env_mat_stats", "env_mat_sums", "scanned_sums",
-           "stats_from_sums", "energy_bias"]
+__all__ = [
+    "sample_stat_frames",
+    "sample_stat_indices",
+    "env_mat_stats",
+    "env_mat_sums",
+    "scanned_sums",
+    "stats_from_sums",
+    "energy_bias",
+]
 
 
 # ----------------------------------------------------------------------------- frame sampling
@@ -175,8 +188,14 @@ def _chunk_sums(spec: NeighborSpec, rcut_smth: float, ntypes: int, has_box: bool
     d = pair_vectors(coord, b, nl.idx, nl.shift)
     rows = env_rows(d, nl.idx >= 0, spec.rcut, rcut_smth)  # (nf, natoms, nnei, 4), empty slots 0
     s, a = rows[..., 0], rows[..., 1:]
-    return _per_type(atype, ntypes, jnp.sum(s, axis=-1), jnp.sum(s * s, axis=-1), jnp.sum(a, axis=(-1, -2)),
-                     jnp.sum(a * a, axis=(-1, -2)))
+    return _per_type(
+        atype,
+        ntypes,
+        jnp.sum(s, axis=-1),
+        jnp.sum(s * s, axis=-1),
+        jnp.sum(a, axis=(-1, -2)),
+        jnp.sum(a * a, axis=(-1, -2)),
+    )
 
 
 def _per_type(atype, ntypes: int, s_r, q_r, s_a, q_a):
@@ -264,8 +283,9 @@ def _std(s: float, q: float, n: float, protect: float) -> float:
     return protect if abs(val) < protect else val
 
 
-def stats_from_sums(sums: np.ndarray, nnei: int, protect: float = 0.01,
-                    set_davg_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def stats_from_sums(
+    sums: np.ndarray, nnei: int, protect: float = 0.01, set_davg_zero: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """davg, dstd (ntypes, nnei, 4) from :func:`env_mat_sums` output (EnvMatStatSe.__call__).
 
     set_davg_zero (``model.descriptor.set_davg_zero``): davg stays 0 everywhere, dstd is unchanged (still
@@ -298,8 +318,7 @@ def env_mat_stats(
     Returns:
       davg, dstd: (ntypes, nnei, 4) float64, 1/Å; davg[..., 1:] = 0; identical rows for every slot.
     """
-    return stats_from_sums(env_mat_sums(frames, hyper, method=method), int(sum(hyper.sel)), protect,
-                           set_davg_zero)
+    return stats_from_sums(env_mat_sums(frames, hyper, method=method), int(sum(hyper.sel)), protect, set_davg_zero)
 
 
 # ----------------------------------------------------------------------------- energy bias

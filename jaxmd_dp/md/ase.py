@@ -34,13 +34,18 @@ class DPCalculator(Calculator):
         atoms = self.atoms
         pbc = np.asarray(atoms.pbc, bool)
         if pbc.any() and not pbc.all():
-            raise PropertyNotImplementedError(f"DPCalculator: pbc={pbc.tolist()}; periodic in all three "
-                                              "directions or in none")
+            raise PropertyNotImplementedError(
+                f"DPCalculator: pbc={pbc.tolist()}; periodic in all three directions or in none"
+            )
         box = atoms.cell.array.astype(np.float64) if pbc.all() else None
         pred = self.model.predict(atoms.get_positions(), box, atoms.get_chemical_symbols())
         e = float(pred.energy)
-        self.results = {"energy": e, "free_energy": e, "forces": np.array(pred.force),
-                        "energies": np.array(pred.atom_energy)}
+        self.results = {
+            "energy": e,
+            "free_energy": e,
+            "forces": np.array(pred.force),
+            "energies": np.array(pred.atom_energy),
+        }
         if box is not None:
             virial = np.asarray(pred.virial).reshape(3, 3)
             self.results["stress"] = full_3x3_to_voigt_6_stress(-virial / atoms.get_volume())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,9 @@ from jaxmd_dp.model.energy import atomic_energy, type_capacity
 from jaxmd_dp.model.plan import ExecutionPlan
 
 
-def energy_fn(model, box, atype, *, skin: float = 1.0, capacity_factor: float = 1.25,
-              kernels: str | None = None) -> tuple[NeighborFn, Callable[..., jax.Array]]:
+def energy_fn(
+    model, box, atype, *, skin: float = 1.0, capacity_factor: float = 1.25, kernels: str | None = None
+) -> tuple[NeighborFn, Callable[..., jax.Array]]:
     """A jax-md energy function for a trained model, with its neighbour-list functions.
 
     Like jax-md's ``energy.*_neighbor_list`` constructors this returns ``(neighbor_fn, energy)``:
@@ -55,8 +56,9 @@ def energy_fn(model, box, atype, *, skin: float = 1.0, capacity_factor: float = 
     atype_j = jnp.asarray(atype_np)
     box_j = None if box is None else jnp.asarray(box)
     box_inv = None if box is None else jnp.asarray(np.linalg.inv(box))
-    exact_spec = nblist.allocate(np.zeros((1, len(atype_np), 3)), None if box is None else box[None],
-                                 hyper.rcut, hyper.sel, method="brute")
+    exact_spec = nblist.allocate(
+        np.zeros((1, len(atype_np), 3)), None if box is None else box[None], hyper.rcut, hyper.sel, method="brute"
+    )
 
     def energy(R: jax.Array, neighbor: MDNeighborList | None = None, **unused) -> jax.Array:
         R = jnp.asarray(R)
@@ -64,9 +66,11 @@ def energy_fn(model, box, atype, *, skin: float = 1.0, capacity_factor: float = 
         if neighbor is None:
             nl = nblist.build(exact_spec, R[None], b, atype_j, kernels)
         else:
-            nl = select_within_rcut(hyper, neighbor.spec.sel, R, None if box_j is None else box_j.astype(R.dtype),
-                                    box_inv, neighbor)
-        return jnp.sum(atomic_energy(hyper, params, stats, R[None], b, atype_j, nl,
-                                     plan=ExecutionPlan(capacity, kernels)))
+            nl = select_within_rcut(
+                hyper, neighbor.spec.sel, R, None if box_j is None else box_j.astype(R.dtype), box_inv, neighbor
+            )
+        return jnp.sum(
+            atomic_energy(hyper, params, stats, R[None], b, atype_j, nl, plan=ExecutionPlan(capacity, kernels))
+        )
 
     return nfn, energy

@@ -5,7 +5,8 @@ type within ``rcut``) at each energy evaluation."""
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +43,7 @@ class MDNeighborList:
     def max_occupancy(self) -> tuple[int, ...]:
         return self.spec.sel
 
-    def update(self, position: jax.Array, **kwargs) -> "MDNeighborList":
+    def update(self, position: jax.Array, **kwargs) -> MDNeighborList:
         return self.update_fn(position, self, **kwargs)
 
 
@@ -59,8 +60,9 @@ def _image_jumps(R, ref, box_inv):
     return jax.lax.stop_gradient(jnp.round((R - ref) @ box_inv))
 
 
-def neighbor_list(hyper: ModelHyper, box, atype, skin: float = 1.0, capacity_factor: float = 1.25,
-                  kernels: str | None = None) -> NeighborFn:
+def neighbor_list(
+    hyper: ModelHyper, box, atype, skin: float = 1.0, capacity_factor: float = 1.25, kernels: str | None = None
+) -> NeighborFn:
     """jax-md style neighbour-list functions for a model's ``rcut``/``sel``.
 
     Args:
@@ -98,7 +100,8 @@ def neighbor_list(hyper: ModelHyper, box, atype, skin: float = 1.0, capacity_fac
             return idx, shift, R, over | nbrs.overflow
 
         idx, shift, ref, over = jax.lax.cond(
-            moved, rebuild, lambda _: (nbrs.idx, nbrs.shift, nbrs.reference_position, nbrs.overflow), None)
+            moved, rebuild, lambda _: (nbrs.idx, nbrs.shift, nbrs.reference_position, nbrs.overflow), None
+        )
         return nbrs.replace(idx=idx, shift=shift, reference_position=ref, overflow=over)
 
     def allocate(R, extra_capacity: int = 0, **unused) -> MDNeighborList:
@@ -106,8 +109,9 @@ def neighbor_list(hyper: ModelHyper, box, atype, skin: float = 1.0, capacity_fac
         if R_np.shape != (len(atype_np), 3):
             raise ValueError(f"positions have shape {R_np.shape}, expected ({len(atype_np)}, 3)")
         frames = R_np[None]
-        spec = nblist.allocate(frames, None if box is None else box[None], rlist, hyper.sel,
-                               capacity_factor=max(1.3, capacity_factor))
+        spec = nblist.allocate(
+            frames, None if box is None else box[None], rlist, hyper.sel, capacity_factor=max(1.3, capacity_factor)
+        )
         # count the neighbours of each type within rcut + skin, then size the slots with head-room
         nl = nblist.build(spec, frames, None if box is None else box[None], atype_np, kernels)
         nmax = np.asarray(nl.nneigh).max(axis=(0, 1))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +34,20 @@ class NVERun(NamedTuple):
         return {"max_dev": float(np.max(np.abs(dev))), "end": float(dev[-1]), "slope_per_ps": float(slope)}
 
 
-def run_nve(energy: Callable, neighbor_fn: NeighborFn, R, mass, *, dt_fs: float = 0.5, steps: int = 1000,
-            temperature_K: float | None = 300.0, momenta=None, seed: int = 0, record_every: int = 10,
-            shift_fn: Callable | None = None) -> NVERun:
+def run_nve(
+    energy: Callable,
+    neighbor_fn: NeighborFn,
+    R,
+    mass,
+    *,
+    dt_fs: float = 0.5,
+    steps: int = 1000,
+    temperature_K: float | None = 300.0,
+    momenta=None,
+    seed: int = 0,
+    record_every: int = 10,
+    shift_fn: Callable | None = None,
+) -> NVERun:
     """Velocity-Verlet NVE with ``jax_md.simulate.nve`` (needs jax-md), jitted ``record_every`` steps at a
     time; the neighbour list is updated after every step and re-allocated (the chunk re-run) if it overflows.
 

@@ -35,8 +35,9 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,15 @@ FILE_SUFFIXES = (".dp", ".yaml", ".yml")
 CONVERT_FIRST = (".pb", ".pth", ".pt", ".savedmodel", ".pt2", ".pte", ".hlo")
 
 # The newest layout of each DeePMD-kit class this reader knows (its serialize()'s ``@version``).
-_VERSIONS = {"Model": 2, "Descriptor": 3, "Fitting": 4, "NetworkCollection": 1, "EmbeddingNetwork": 2,
-             "FittingNetwork": 1, "Layer": 2}
+_VERSIONS = {
+    "Model": 2,
+    "Descriptor": 3,
+    "Fitting": 4,
+    "NetworkCollection": 1,
+    "EmbeddingNetwork": 2,
+    "FittingNetwork": 1,
+    "Layer": 2,
+}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -85,11 +93,14 @@ def _fitting_net(params, t: int) -> dict:
 
 def _params_tree(embedding_nets: list[list[dict]], fitting_nets: list[list[dict]]) -> dict:
     """The weight tree from each net's list of layers (``{"matrix", "bias"[, "idt"]}`` each)."""
+
     def net(layers):
         return {f"layer_{i}": layer for i, layer in enumerate(layers)}
 
-    return {"descriptor": {f"embed_{k}": net(n) for k, n in enumerate(embedding_nets)},
-            "fitting": {f"fit_{t}": net(n) for t, n in enumerate(fitting_nets)}}
+    return {
+        "descriptor": {f"embed_{k}": net(n) for k, n in enumerate(embedding_nets)},
+        "fitting": {f"fit_{t}": net(n) for t, n in enumerate(fitting_nets)},
+    }
 
 
 def _layers(net: dict) -> list[dict]:
@@ -106,26 +117,58 @@ def _array(x, dtype=None) -> np.ndarray:
 
 def _layer(layer: dict, activation: str, resnet: bool, precision: str) -> dict:
     idt = layer.get("idt")
-    return {"@class": "Layer", "@version": 2, "bias": True, "use_timestep": idt is not None,
-            "activation_function": activation, "resnet": resnet, "precision": precision, "trainable": True,
-            "@variables": {"w": _array(layer["matrix"]), "b": _array(layer["bias"]),
-                           "idt": None if idt is None else _array(idt)}}
+    return {
+        "@class": "Layer",
+        "@version": 2,
+        "bias": True,
+        "use_timestep": idt is not None,
+        "activation_function": activation,
+        "resnet": resnet,
+        "precision": precision,
+        "trainable": True,
+        "@variables": {
+            "w": _array(layer["matrix"]),
+            "b": _array(layer["bias"]),
+            "idt": None if idt is None else _array(idt),
+        },
+    }
 
 
 def _collection(ndim: int, ntypes: int, network_type: str, networks: list[dict]) -> dict:
-    return {"@class": "NetworkCollection", "@version": 1, "ndim": ndim, "ntypes": ntypes,
-            "network_type": network_type, "networks": networks}
+    return {
+        "@class": "NetworkCollection",
+        "@version": 1,
+        "ndim": ndim,
+        "ntypes": ntypes,
+        "network_type": network_type,
+        "networks": networks,
+    }
 
 
 def _model_section(h: dict) -> dict:
     """The DeePMD-kit input ``model`` section that builds this model (``model_def_script``)."""
-    return {"type_map": list(h["type_map"]),
-            "descriptor": {"type": "se_e2_a", "sel": list(h["sel"]), "rcut": h["rcut"], "rcut_smth": h["rcut_smth"],
-                           "neuron": list(h["neuron"]), "axis_neuron": h["axis_neuron"],
-                           "type_one_side": h["type_one_side"], "resnet_dt": h["resnet_dt"],
-                           "activation_function": h["activation"], "precision": h["precision"]},
-            "fitting_net": {"type": "ener", "neuron": list(h["fit_neuron"]), "resnet_dt": h["fit_resnet_dt"],
-                            "activation_function": h["fit_activation"], "precision": h["fit_precision"]}}
+    return {
+        "type_map": list(h["type_map"]),
+        "descriptor": {
+            "type": "se_e2_a",
+            "sel": list(h["sel"]),
+            "rcut": h["rcut"],
+            "rcut_smth": h["rcut_smth"],
+            "neuron": list(h["neuron"]),
+            "axis_neuron": h["axis_neuron"],
+            "type_one_side": h["type_one_side"],
+            "resnet_dt": h["resnet_dt"],
+            "activation_function": h["activation"],
+            "precision": h["precision"],
+        },
+        "fitting_net": {
+            "type": "ener",
+            "neuron": list(h["fit_neuron"]),
+            "resnet_dt": h["fit_resnet_dt"],
+            "activation_function": h["fit_activation"],
+            "precision": h["fit_precision"],
+        },
+    }
 
 
 def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
@@ -146,53 +189,121 @@ def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
     nnets = ntypes if h["type_one_side"] else ntypes * ntypes
 
     embeddings = [
-        {"@class": "EmbeddingNetwork", "@version": 2, "in_dim": 1, "neuron": list(neuron),
-         "activation_function": h["activation"], "resnet_dt": h["resnet_dt"], "bias": True, "precision": prec,
-         "layers": [_layer(layer, h["activation"], True, prec) for layer in _layers(_embedding_net(params, k))]}
-        for k in range(nnets)]
+        {
+            "@class": "EmbeddingNetwork",
+            "@version": 2,
+            "in_dim": 1,
+            "neuron": list(neuron),
+            "activation_function": h["activation"],
+            "resnet_dt": h["resnet_dt"],
+            "bias": True,
+            "precision": prec,
+            "layers": [_layer(layer, h["activation"], True, prec) for layer in _layers(_embedding_net(params, k))],
+        }
+        for k in range(nnets)
+    ]
     dim_descrpt = neuron[-1] * h["axis_neuron"]
     fitting_nets = []
     for t in range(ntypes):
         layers = _layers(_fitting_net(params, t))
         fitting_nets.append(
-            {"@class": "FittingNetwork", "@version": 1, "in_dim": dim_descrpt, "out_dim": 1, "neuron": list(fit_neuron),
-             "activation_function": h["fit_activation"], "resnet_dt": h["fit_resnet_dt"], "precision": fprec,
-             "bias_out": True,
-             "layers": [_layer(layer, h["fit_activation"], True, fprec) for layer in layers[:-1]]
-             + [_layer(layers[-1], "none", False, fprec)]})
+            {
+                "@class": "FittingNetwork",
+                "@version": 1,
+                "in_dim": dim_descrpt,
+                "out_dim": 1,
+                "neuron": list(fit_neuron),
+                "activation_function": h["fit_activation"],
+                "resnet_dt": h["fit_resnet_dt"],
+                "precision": fprec,
+                "bias_out": True,
+                "layers": [_layer(layer, h["fit_activation"], True, fprec) for layer in layers[:-1]]
+                + [_layer(layers[-1], "none", False, fprec)],
+            }
+        )
 
     davg, dstd, bias = (_array(s, np.float64) for s in stats)
     descriptor = {
-        "@class": "Descriptor", "type": "se_e2_a", "@version": 2,
-        "rcut": h["rcut"], "rcut_smth": h["rcut_smth"], "sel": list(h["sel"]), "neuron": list(neuron),
-        "axis_neuron": h["axis_neuron"], "resnet_dt": h["resnet_dt"], "trainable": True,
-        "type_one_side": h["type_one_side"], "exclude_types": [], "env_protection": 0.0, "set_davg_zero": False,
-        "activation_function": h["activation"], "precision": prec, "spin": None,
+        "@class": "Descriptor",
+        "type": "se_e2_a",
+        "@version": 2,
+        "rcut": h["rcut"],
+        "rcut_smth": h["rcut_smth"],
+        "sel": list(h["sel"]),
+        "neuron": list(neuron),
+        "axis_neuron": h["axis_neuron"],
+        "resnet_dt": h["resnet_dt"],
+        "trainable": True,
+        "type_one_side": h["type_one_side"],
+        "exclude_types": [],
+        "env_protection": 0.0,
+        "set_davg_zero": False,
+        "activation_function": h["activation"],
+        "precision": prec,
+        "spin": None,
         "env_mat": {"rcut": h["rcut"], "rcut_smth": h["rcut_smth"], "protection": 0.0, "use_exp_switch": False},
         "embeddings": _collection(1 if h["type_one_side"] else 2, ntypes, "embedding_network", embeddings),
         "@variables": {"davg": davg, "dstd": dstd},
         "type_map": type_map,
     }
     fitting = {
-        "@class": "Fitting", "@version": 4, "var_name": "energy", "ntypes": ntypes, "dim_descrpt": dim_descrpt,
-        "neuron": list(fit_neuron), "resnet_dt": h["fit_resnet_dt"], "numb_fparam": 0, "numb_aparam": 0,
-        "dim_case_embd": 0, "default_fparam": None, "rcond": None, "activation_function": h["fit_activation"],
-        "precision": fprec, "mixed_types": False, "exclude_types": [],
+        "@class": "Fitting",
+        "@version": 4,
+        "var_name": "energy",
+        "ntypes": ntypes,
+        "dim_descrpt": dim_descrpt,
+        "neuron": list(fit_neuron),
+        "resnet_dt": h["fit_resnet_dt"],
+        "numb_fparam": 0,
+        "numb_aparam": 0,
+        "dim_case_embd": 0,
+        "default_fparam": None,
+        "rcond": None,
+        "activation_function": h["fit_activation"],
+        "precision": fprec,
+        "mixed_types": False,
+        "exclude_types": [],
         "nets": _collection(1, ntypes, "fitting_network", fitting_nets),
-        "@variables": {"bias_atom_e": np.zeros((ntypes, 1)), "case_embd": None, "fparam_avg": None,
-                       "fparam_inv_std": None, "aparam_avg": None, "aparam_inv_std": None},
-        "type_map": type_map, "tot_ener_zero": False, "trainable": [True] * (len(fit_neuron) + 1),
-        "layer_name": None, "use_aparam_as_mask": False, "spin": None, "type": "ener", "dim_out": 1, "atom_ener": [],
+        "@variables": {
+            "bias_atom_e": np.zeros((ntypes, 1)),
+            "case_embd": None,
+            "fparam_avg": None,
+            "fparam_inv_std": None,
+            "aparam_avg": None,
+            "aparam_inv_std": None,
+        },
+        "type_map": type_map,
+        "tot_ener_zero": False,
+        "trainable": [True] * (len(fit_neuron) + 1),
+        "layer_name": None,
+        "use_aparam_as_mask": False,
+        "spin": None,
+        "type": "ener",
+        "dim_out": 1,
+        "atom_ener": [],
     }
     model = {
-        "type_map": type_map, "atom_exclude_types": [], "pair_exclude_types": [], "rcond": None,
+        "type_map": type_map,
+        "atom_exclude_types": [],
+        "pair_exclude_types": [],
+        "rcond": None,
         "preset_out_bias": None,
         "@variables": {"out_bias": bias.reshape(1, ntypes, 1), "out_std": np.ones((1, ntypes, 1))},
-        "@class": "Model", "type": "standard", "@version": 2, "descriptor": descriptor, "fitting": fitting,
+        "@class": "Model",
+        "type": "standard",
+        "@version": 2,
+        "descriptor": descriptor,
+        "fitting": fitting,
     }
-    return {"software": "jaxmd_dp", "version": __version__,
-            "time": str(datetime.datetime.now(tz=datetime.timezone.utc)),
-            "backend": "jaxmd_dp", "model": model, "model_def_script": _model_section(h), "@variables": {}}
+    return {
+        "software": "jaxmd_dp",
+        "version": __version__,
+        "time": str(datetime.datetime.now(tz=datetime.UTC)),
+        "backend": "jaxmd_dp",
+        "model": model,
+        "model_def_script": _model_section(h),
+        "@variables": {},
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -216,8 +327,10 @@ def _map_variables(obj: Any, fn: Callable[[Any], Any], in_variables: bool = Fals
 def _suffix(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix in CONVERT_FIRST:
-        raise InputError(f"{path}: a DeePMD-kit {suffix} model; convert it to a .dp model file first: "
-                         f"dp convert-backend {path.name} {path.stem}.dp")
+        raise InputError(
+            f"{path}: a DeePMD-kit {suffix} model; convert it to a .dp model file first: "
+            f"dp convert-backend {path.name} {path.stem}.dp"
+        )
     if suffix not in FILE_SUFFIXES:
         raise InputError(f"{path}: DeePMD-kit's model file is .dp (HDF5) or .yaml, not {suffix or 'no suffix'!r}")
     return suffix
@@ -227,8 +340,10 @@ def _h5py(path: Path):
     try:
         import h5py
     except ImportError:
-        raise InputError(f"{path}: DeePMD-kit's .dp model file needs h5py (pip install h5py, or the "
-                         "'deepmd' extra: pip install 'jaxmd_dp[deepmd]'); .yaml needs nothing more") from None
+        raise InputError(
+            f"{path}: DeePMD-kit's .dp model file needs h5py (pip install h5py, or the "
+            "'deepmd' extra: pip install 'jaxmd_dp[deepmd]'); .yaml needs nothing more"
+        ) from None
     return h5py
 
 
@@ -248,8 +363,7 @@ def _write_yaml(tmp: str, data: dict) -> None:
     def tagged(x):
         if not isinstance(x, np.ndarray):
             return x
-        return {"@class": "np.ndarray", "@is_variable": True, "@version": 1, "dtype": x.dtype.name,
-                "value": x.tolist()}
+        return {"@class": "np.ndarray", "@is_variable": True, "@version": 1, "dtype": x.dtype.name, "value": x.tolist()}
 
     with open(tmp, "w") as f:
         yaml.safe_dump(_map_variables(data, tagged), f)
@@ -357,8 +471,11 @@ def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
         ("descriptor.exclude_types", desc.get("exclude_types"), "excluded type pairs"),
         ("descriptor.env_protection", desc.get("env_protection"), "a protected environment matrix"),
         ("descriptor.spin", desc.get("spin"), "spin"),
-        ("descriptor.env_mat.use_exp_switch", (desc.get("env_mat") or {}).get("use_exp_switch"),
-         "the exponential switch"),
+        (
+            "descriptor.env_mat.use_exp_switch",
+            (desc.get("env_mat") or {}).get("use_exp_switch"),
+            "the exponential switch",
+        ),
         ("descriptor.compress", desc.get("compress"), "a compressed (tabulated) descriptor"),
         ("fitting.numb_fparam", fit.get("numb_fparam"), "frame parameters"),
         ("fitting.numb_aparam", fit.get("numb_aparam"), "atomic parameters"),
@@ -375,8 +492,10 @@ def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
         if _nonempty(value):
             shown = json.dumps(value, default=str)
             raise _Refused(f"{key} is {shown if len(shown) <= 40 else 'set'}: {what} is not supported by jaxmd_dp")
-    for key, value in (("descriptor.trainable", desc.get("trainable", True)),
-                       ("fitting.trainable", fit.get("trainable", True))):
+    for key, value in (
+        ("descriptor.trainable", desc.get("trainable", True)),
+        ("fitting.trainable", fit.get("trainable", True)),
+    ):
         if not all(v is True for v in (value if isinstance(value, list) else [value])):
             raise _Refused(f"{key} is {json.dumps(value)}: frozen (untrainable) layers are not supported by jaxmd_dp")
     if fit.get("var_name", "energy") != "energy" or fit.get("dim_out", 1) != 1:
@@ -386,17 +505,28 @@ def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
 def _section(model: dict) -> dict:
     """A DeePMD-kit input ``model`` section of the model's hyper-parameters."""
     desc, fit = model["descriptor"], model["fitting"]
-    d_keys = ("sel", "rcut", "rcut_smth", "neuron", "axis_neuron", "type_one_side", "resnet_dt",
-              "activation_function", "precision")
+    d_keys = (
+        "sel",
+        "rcut",
+        "rcut_smth",
+        "neuron",
+        "axis_neuron",
+        "type_one_side",
+        "resnet_dt",
+        "activation_function",
+        "precision",
+    )
     f_keys = ("neuron", "resnet_dt", "activation_function", "precision")
     missing = [f"descriptor.{k}" for k in d_keys if k not in desc] + [f"fitting.{k}" for k in f_keys if k not in fit]
     if "type_map" not in model:
         missing.insert(0, "type_map")
     if missing:
         raise _Refused(f"missing {', '.join(missing)}")
-    return {"type_map": list(model["type_map"]),
-            "descriptor": {"type": "se_e2_a", **{k: desc[k] for k in d_keys}},
-            "fitting_net": {"type": "ener", **{k: fit[k] for k in f_keys}}}
+    return {
+        "type_map": list(model["type_map"]),
+        "descriptor": {"type": "se_e2_a", **{k: desc[k] for k in d_keys}},
+        "fitting_net": {"type": "ener", **{k: fit[k] for k in f_keys}},
+    }
 
 
 def _net_layers(net: dict, where: str, activation: str, n_hidden: int, linear_out: bool) -> list[dict]:
@@ -404,8 +534,9 @@ def _net_layers(net: dict, where: str, activation: str, n_hidden: int, linear_ou
     _check_version(net, where)
     layers = net.get("layers")
     if not isinstance(layers, list) or len(layers) != n_hidden + linear_out:
-        raise _Refused(f"{where} has {len(layers) if isinstance(layers, list) else 'no'} layers, "
-                       f"expected {n_hidden + linear_out}")
+        raise _Refused(
+            f"{where} has {len(layers) if isinstance(layers, list) else 'no'} layers, expected {n_hidden + linear_out}"
+        )
     out = []
     for i, layer in enumerate(layers):
         at = f"{where}.layers[{i}]"
@@ -430,10 +561,17 @@ def _net_layers(net: dict, where: str, activation: str, n_hidden: int, linear_ou
 def _nets(collection: dict, where: str, ndim: int, ntypes: int) -> list[dict]:
     _check_version(collection, where)
     nets = collection.get("networks")
-    if collection.get("ndim") != ndim or collection.get("ntypes") != ntypes or not isinstance(nets, list) \
-            or len(nets) != ntypes ** ndim or any(n is None for n in nets):
-        raise _Refused(f"{where}: expected {ntypes ** ndim} nets (ndim {ndim}, {ntypes} types), got "
-                       f"ndim {collection.get('ndim')} and {len(nets) if isinstance(nets, list) else 'no'} nets")
+    if (
+        collection.get("ndim") != ndim
+        or collection.get("ntypes") != ntypes
+        or not isinstance(nets, list)
+        or len(nets) != ntypes**ndim
+        or any(n is None for n in nets)
+    ):
+        raise _Refused(
+            f"{where}: expected {ntypes**ndim} nets (ndim {ndim}, {ntypes} types), got "
+            f"ndim {collection.get('ndim')} and {len(nets) if isinstance(nets, list) else 'no'} nets"
+        )
     return nets
 
 
@@ -463,14 +601,19 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
     ntypes, tos = len(h["type_map"]), h["type_one_side"]
     dim_descrpt = h["neuron"][-1] * h["axis_neuron"]
     if fit.get("dim_descrpt", dim_descrpt) != dim_descrpt:
-        raise _Refused(f"fitting.dim_descrpt is {fit['dim_descrpt']}, se_e2_a gives {dim_descrpt} "
-                       "(a type embedding is not supported)")
+        raise _Refused(
+            f"fitting.dim_descrpt is {fit['dim_descrpt']}, se_e2_a gives {dim_descrpt} "
+            "(a type embedding is not supported)"
+        )
 
-    embeds = [_net_layers(n, f"descriptor.embeddings.networks[{k}]", h["activation"], len(h["neuron"]), False)
-              for k, n in enumerate(_nets(desc.get("embeddings") or {}, "descriptor.embeddings", 1 if tos else 2,
-                                          ntypes))]
-    fits = [_net_layers(n, f"fitting.nets.networks[{t}]", h["fit_activation"], len(h["fit_neuron"]), True)
-            for t, n in enumerate(_nets(fit.get("nets") or {}, "fitting.nets", 1, ntypes))]
+    embeds = [
+        _net_layers(n, f"descriptor.embeddings.networks[{k}]", h["activation"], len(h["neuron"]), False)
+        for k, n in enumerate(_nets(desc.get("embeddings") or {}, "descriptor.embeddings", 1 if tos else 2, ntypes))
+    ]
+    fits = [
+        _net_layers(n, f"fitting.nets.networks[{t}]", h["fit_activation"], len(h["fit_neuron"]), True)
+        for t, n in enumerate(_nets(fit.get("nets") or {}, "fitting.nets", 1, ntypes))
+    ]
     params = _params_tree(embeds, fits)
 
     import jax
@@ -478,11 +621,15 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
     want = param_shapes(hyper)
     got_struct = jax.tree_util.tree_structure(params)
     if got_struct != jax.tree_util.tree_structure(want):
-        raise _Refused("the nets' layers do not match the hyper-parameters (idt where resnet_dt is false, "
-                       "or missing where it is true)")
-    bad = [f"{'/'.join(str(getattr(p, 'key', p)) for p in path)} {np.shape(x)} (expected {tuple(w.shape)})"
-           for (path, x), w in zip(jax.tree_util.tree_flatten_with_path(params)[0], jax.tree_util.tree_leaves(want))
-           if np.shape(x) != tuple(w.shape)]
+        raise _Refused(
+            "the nets' layers do not match the hyper-parameters (idt where resnet_dt is false, "
+            "or missing where it is true)"
+        )
+    bad = [
+        f"{'/'.join(str(getattr(p, 'key', p)) for p in path)} {np.shape(x)} (expected {tuple(w.shape)})"
+        for (path, x), w in zip(jax.tree_util.tree_flatten_with_path(params)[0], jax.tree_util.tree_leaves(want))
+        if np.shape(x) != tuple(w.shape)
+    ]
     if bad:
         raise _Refused(f"weight shapes do not match the hyper-parameters: {bad[0]}")
     params = jax.tree_util.tree_map(lambda x, w: np.asarray(x, dtype=w.dtype), params, want)
@@ -525,7 +672,10 @@ def load_deepmd(path: str | os.PathLike) -> tuple[ModelHyper, dict, Stats]:
         raise InputError(f"{path}: {e}") from None
     if data.get("backend") == "TensorFlow" and not np.any(stats.energy_bias):
         # DeePMD-kit's TensorFlow energy model does not read model_attr/t_out_bias back from a .pb
-        warnings.warn(f"{path}: converted from a TensorFlow .pb with a zero energy bias: DeePMD-kit's "
-                      "`dp convert-backend` does not carry a .pb's out_bias over, so energies may lack a constant "
-                      "per atom type (compare `dp test` on the .pb)", stacklevel=2)
+        warnings.warn(
+            f"{path}: converted from a TensorFlow .pb with a zero energy bias: DeePMD-kit's "
+            "`dp convert-backend` does not carry a .pb's out_bias over, so energies may lack a constant "
+            "per atom type (compare `dp test` on the .pb)",
+            stacklevel=2,
+        )
     return hyper, params, stats

@@ -120,8 +120,10 @@ class Descriptor(abc.ABC):
 
     def to_dict(self) -> dict:
         """This descriptor's entries of the flat ``hyper`` dict: ``descriptor`` (its type) and its fields."""
-        return {"descriptor": self.type_name,
-                **{f.name: _listed(getattr(self, f.name)) for f in dataclasses.fields(self)}}
+        return {
+            "descriptor": self.type_name,
+            **{f.name: _listed(getattr(self, f.name)) for f in dataclasses.fields(self)},
+        }
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -156,8 +158,9 @@ class Descriptor(abc.ABC):
         return (ntypes, self.nnei, 4)
 
     @abc.abstractmethod
-    def env_stats(self, frames, ntypes: int, protect: float, scan=None,
-                  set_davg_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def env_stats(
+        self, frames, ntypes: int, protect: float, scan=None, set_davg_zero: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """davg, dstd (:meth:`stat_shape`, float64) of sampled frames as DeePMD-kit computes them.
 
         frames: batches of :func:`jaxmd_dp.geometry.stats.sample_stat_frames`; protect:

@@ -32,8 +32,21 @@ from jaxmd_dp.model.nets import init_moments
 from jaxmd_dp.model.plan import ExecutionPlan
 from jaxmd_dp.runtime.inline_trace import inline_trace
 
-__all__ = ["DeepPot", "ExecutionPlan", "ModelHyper", "Prediction", "Stats", "atomic_energy", "default_stats",
-           "init_params", "param_shapes", "predict", "predict_merged", "stats_from_data", "type_capacity"]
+__all__ = [
+    "DeepPot",
+    "ExecutionPlan",
+    "ModelHyper",
+    "Prediction",
+    "Stats",
+    "atomic_energy",
+    "default_stats",
+    "init_params",
+    "param_shapes",
+    "predict",
+    "predict_merged",
+    "stats_from_data",
+    "type_capacity",
+]
 
 EXACT = ExecutionPlan()  # per-type nets on every atom, the default kernels, no rewrite
 
@@ -83,11 +96,13 @@ class DeepPot(nn.Module):
         self.descriptor = h.descriptor.module(h.ntypes)
         self.fitting = h.fitting.module(h.ntypes)
 
-    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
-                 packing: Packing | None = None) -> jax.Array:
+    def __call__(
+        self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None, packing: Packing | None = None
+    ) -> jax.Array:
         # the packed path is the training step's, reverse mode only (as fast.train_products and fast.row_take)
-        return self.fitting(self.descriptor(R, atype, capacity, packing), atype, capacity,
-                            reverse_only=packing is not None)
+        return self.fitting(
+            self.descriptor(R, atype, capacity, packing), atype, capacity, reverse_only=packing is not None
+        )
 
 
 def init_params(hyper: ModelHyper, seed: int = 0, fitting_seed: int | None = None):
@@ -112,14 +127,25 @@ def init_params(hyper: ModelHyper, seed: int = 0, fitting_seed: int | None = Non
 @functools.lru_cache(maxsize=32)
 def param_shapes(hyper: ModelHyper):
     """The weight tree's shapes and dtypes (``jax.ShapeDtypeStruct``), without computing anything."""
-    return jax.eval_shape(inline_trace(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"]),
-                          jax.ShapeDtypeStruct((2,), jnp.uint32),
-                          jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
-                          jax.ShapeDtypeStruct((1, 1), jnp.int32))
+    return jax.eval_shape(
+        inline_trace(lambda key, R, atype: DeepPot(hyper).init(key, R, atype)["params"]),
+        jax.ShapeDtypeStruct((2,), jnp.uint32),
+        jax.ShapeDtypeStruct((1, 1, hyper.nnei, 4), jnp.float64),
+        jax.ShapeDtypeStruct((1, 1), jnp.int32),
+    )
 
 
-def atomic_energy(hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None,
-                  atype: jax.Array, nlist, *, plan: ExecutionPlan = EXACT) -> jax.Array:
+def atomic_energy(
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    nlist,
+    *,
+    plan: ExecutionPlan = EXACT,
+) -> jax.Array:
     """Atomic energies E_i: (nframes, natoms) eV, 0 for padding atoms (atype −1).
 
     coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å, or (nframes, natoms, 3, 3) one cell per atom
@@ -143,9 +169,19 @@ def atomic_energy(hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box
         slots = kept_slots(hyper.sel, keep)
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, plan.kernels)
-    packing = None if pack is None and not table else Packing(
-        nlist.idx >= 0, empty_rows(stats.davg, stats.dstd), None if pack is None else tuple(pack), keep, table,
-        bool(plan.uniform_empty), None if table else plan.partner)
+    packing = (
+        None
+        if pack is None and not table
+        else Packing(
+            nlist.idx >= 0,
+            empty_rows(stats.davg, stats.dstd),
+            None if pack is None else tuple(pack),
+            keep,
+            table,
+            bool(plan.uniform_empty),
+            None if table else plan.partner,
+        )
+    )
     e = DeepPot(hyper).apply({"params": params}, R, atype, plan.capacity, packing).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
@@ -172,8 +208,9 @@ class Prediction(NamedTuple):
     atom_energy: jax.Array
 
 
-def strain_derivatives(energies: Callable[[jax.Array, jax.Array], jax.Array], coord: jax.Array,
-                       nstrains: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+def strain_derivatives(
+    energies: Callable[[jax.Array, jax.Array], jax.Array], coord: jax.Array, nstrains: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Atomic energies, forces and virials of a function of coordinates and strains.
 
     energies(c, strain) → atomic energies (nf, natoms) eV of coordinates c (as ``coord``, Å) under the
@@ -192,8 +229,17 @@ def strain_derivatives(energies: Callable[[jax.Array, jax.Array], jax.Array], co
     return ae, -dc, -jnp.swapaxes(de, -1, -2).reshape(nstrains, 9)
 
 
-def predict(hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None, atype: jax.Array,
-            nlist, *, plan: ExecutionPlan = EXACT) -> Prediction:
+def predict(
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    nlist,
+    *,
+    plan: ExecutionPlan = EXACT,
+) -> Prediction:
     """Energy, forces and virial, DeePMD-kit's definitions.
 
     Forces are −∂E/∂r, the virial −∂E/∂ε under a homogeneous strain of each frame
@@ -209,9 +255,19 @@ def predict(hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.
     return Prediction(jnp.sum(ae, axis=-1), force, virial, ae)
 
 
-def predict_merged(hyper: ModelHyper, params, stats: Stats, coord: jax.Array, box: jax.Array | None,
-                   atype: jax.Array, frame: jax.Array, nlist, nframes: int, *,
-                   plan: ExecutionPlan = EXACT) -> Prediction:
+def predict_merged(
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    frame: jax.Array,
+    nlist,
+    nframes: int,
+    *,
+    plan: ExecutionPlan = EXACT,
+) -> Prediction:
     """:func:`predict` for several frames laid end to end in one list of atoms (a merged batch, see
     :mod:`jaxmd_dp.train.merge`): the same numbers, one array shape for frames of any size.
 

@@ -21,14 +21,22 @@ import numpy as np
 
 from jaxmd_dp.data.system import System
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats, predict, type_capacity
 from jaxmd_dp.model.plan import ExecutionPlan
+from jaxmd_dp.runtime.inline_trace import inline_trace
 
 
-def predict_frames(hyper: ModelHyper, spec: neighbor.NeighborSpec, capacity: tuple[int, ...] | None,
-                   kernels: str | None, params, stats: Stats, coord: jax.Array, box: jax.Array | None,
-                   atype: jax.Array) -> tuple[Prediction, jax.Array, jax.Array]:
+def predict_frames(
+    hyper: ModelHyper,
+    spec: neighbor.NeighborSpec,
+    capacity: tuple[int, ...] | None,
+    kernels: str | None,
+    params,
+    stats: Stats,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+) -> tuple[Prediction, jax.Array, jax.Array]:
     """Neighbour lists for ``spec`` (DeePMD-kit's: the nearest ``sel[t]`` of each type within rcut), then
     :func:`~jaxmd_dp.model.energy.predict`.
 
@@ -65,8 +73,9 @@ class Evaluator:
         key = (coord.shape[1], box is None)
         spec = self._specs.get(key)
         if capacity_factor is not None:  # the last spec's cells overflowed: the same method, roomier cells
-            spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method,
-                                     capacity_factor=capacity_factor)
+            spec = neighbor.allocate(
+                coord, box, self.hyper.rcut, self.hyper.sel, method=spec.method, capacity_factor=capacity_factor
+            )
         elif spec is None or not neighbor.fits(spec, box):
             spec = neighbor.allocate(coord, box, self.hyper.rcut, self.hyper.sel)
         self._specs[key] = spec
@@ -107,8 +116,11 @@ def predict_system(ev: Evaluator, system: System, nframes: int = 0, chunk: int =
         parts.append({k: v[: b - a] for k, v in p._asdict().items()})
         over = ev.last_nneigh_max > np.asarray(ev.hyper.sel)
         if over.any():
-            print(f"warning: {system.path}: neighbours per type {ev.last_nneigh_max.tolist()} exceed sel "
-                  f"{list(ev.hyper.sel)}; the farthest were dropped (as DeePMD-kit does)", file=sys.stderr)
+            print(
+                f"warning: {system.path}: neighbours per type {ev.last_nneigh_max.tolist()} exceed sel "
+                f"{list(ev.hyper.sel)}; the farthest were dropped (as DeePMD-kit does)",
+                file=sys.stderr,
+            )
     return {k: np.concatenate([q[k] for q in parts]) for k in parts[0]}
 
 
@@ -135,5 +147,3 @@ def errors(system: System, pred: dict) -> dict:
         add("v", dv)
         add("va", dv / na)
     return out
-
-

@@ -32,8 +32,9 @@ class EnergyFitting(nn.Module):
     dtype: jnp.dtype = jnp.float64
 
     @nn.compact
-    def __call__(self, D: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
-                 reverse_only: bool = False) -> jax.Array:
+    def __call__(
+        self, D: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None, reverse_only: bool = False
+    ) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms): each net runs on its
         type's atoms only (see :mod:`jaxmd_dp.model.fast.type_groups`). reverse_only: the training step's path,
         differentiated in reverse mode only: the type blocks' gathers then have gathers as their VJP
@@ -66,8 +67,12 @@ class FittingHyper:
     @classmethod
     def from_config(cls, section) -> FittingHyper:
         """From a :class:`jaxmd_dp.config.FittingNetConfig`."""
-        return cls(tuple(section.neuron), bool(section.resnet_dt), section.activation_function,
-                   precision_name(section.precision))
+        return cls(
+            tuple(section.neuron),
+            bool(section.resnet_dt),
+            section.activation_function,
+            precision_name(section.precision),
+        )
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -79,8 +84,12 @@ class FittingHyper:
         return cls(tuple(d["fit_neuron"]), d["fit_resnet_dt"], d["fit_activation"], d["fit_precision"])
 
     def to_dict(self) -> dict:
-        return {"fit_neuron": list(self.neuron), "fit_resnet_dt": self.resnet_dt, "fit_activation": self.activation,
-                "fit_precision": self.precision}
+        return {
+            "fit_neuron": list(self.neuron),
+            "fit_resnet_dt": self.resnet_dt,
+            "fit_activation": self.activation,
+            "fit_precision": self.precision,
+        }
 
     def module(self, ntypes: int) -> EnergyFitting:
         return EnergyFitting(ntypes, self.neuron, self.resnet_dt, self.activation, DTYPES[self.precision])

@@ -47,11 +47,15 @@ class ModelHyper:
 
     def __post_init__(self):
         if self.descriptor.mixed_types:
-            raise ValueError(f"descriptor {self.descriptor.type_name}: a neighbour list of one section of any "
-                             "type is not built here (geometry.neighbor holds one section per type)")
+            raise ValueError(
+                f"descriptor {self.descriptor.type_name}: a neighbour list of one section of any "
+                "type is not built here (geometry.neighbor holds one section per type)"
+            )
         if len(self.descriptor.nlist_sel) != len(self.type_map):
-            raise ValueError(f"descriptor sel has {len(self.descriptor.nlist_sel)} entries for "
-                             f"{len(self.type_map)} types {list(self.type_map)}")
+            raise ValueError(
+                f"descriptor sel has {len(self.descriptor.nlist_sel)} entries for "
+                f"{len(self.type_map)} types {list(self.type_map)}"
+            )
 
     def __getattr__(self, name: str):
         # only called for names that are not attributes: the descriptor's hyper-parameters

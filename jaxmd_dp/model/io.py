@@ -26,14 +26,16 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from flax.traverse_util import flatten_dict, unflatten_dict
 
 from jaxmd_dp.errors import InputError
-from jaxmd_dp.model.deepmd_file import CONVERT_FIRST, FILE_SUFFIXES as DEEPMD_SUFFIXES, load_deepmd, save_deepmd
+from jaxmd_dp.model.deepmd_file import CONVERT_FIRST, load_deepmd, save_deepmd
+from jaxmd_dp.model.deepmd_file import FILE_SUFFIXES as DEEPMD_SUFFIXES
 from jaxmd_dp.model.energy import ModelHyper, Stats
 from jaxmd_dp.runtime.file_modes import give_usual_mode
 from jaxmd_dp.version import __version__
@@ -53,15 +55,22 @@ _META_NAMES = (META_NAME, "frozen.json")  # where a zip file's metadata is, newe
 # --------------------------------------------------------------------------------------------- write
 
 
-def _members(hyper: ModelHyper, params, stats: Stats, info: dict | None,
-             exported: tuple[bytes, dict] | None) -> dict[str, bytes]:
+def _members(
+    hyper: ModelHyper, params, stats: Stats, info: dict | None, exported: tuple[bytes, dict] | None
+) -> dict[str, bytes]:
     """The content as file members (name → bytes)."""
     arrays = {"params/" + "/".join(k): np.asarray(v) for k, v in flatten_dict(params).items()}
     arrays.update({f"stats/{k}": np.asarray(v) for k, v in Stats(*stats)._asdict().items()})
     weights = io.BytesIO()
     np.savez(weights, **arrays)
-    meta = {"format": FORMAT, "version": FORMAT_VERSION, "jaxmd_dp": __version__, "hyper": hyper.to_dict(),
-            "info": info or {}, "exported": None}
+    meta = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "jaxmd_dp": __version__,
+        "hyper": hyper.to_dict(),
+        "info": info or {},
+        "exported": None,
+    }
     members = {WEIGHTS_NAME: weights.getvalue()}
     if exported is not None:
         blob, desc = exported
@@ -113,8 +122,14 @@ def _save(container: Callable[[Path, dict], None], path, hyper, params, stats, i
     return path
 
 
-def save_model(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats, info: dict | None = None,
-               exported: tuple[bytes, dict] | None = None) -> Path:
+def save_model(
+    path: str | os.PathLike,
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    info: dict | None = None,
+    exported: tuple[bytes, dict] | None = None,
+) -> Path:
     """Write a model directory (``model.json``, ``weights.npz``), atomically.
 
     info: provenance (JSON-serialisable); exported: optional (serialised ``jax.export`` bytes, description
@@ -126,8 +141,14 @@ def _save_zip(path, hyper, params, stats, info=None, exported=None) -> Path:
     return _save(_write_zip, path, hyper, params, stats, info, exported)
 
 
-def save_frozen(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats, info: dict | None = None,
-                exported: tuple[bytes, dict] | None = None) -> Path:
+def save_frozen(
+    path: str | os.PathLike,
+    hyper: ModelHyper,
+    params,
+    stats: Stats,
+    info: dict | None = None,
+    exported: tuple[bytes, dict] | None = None,
+) -> Path:
     """Write one model file, atomically, in the format of its suffix (:data:`FILE_FORMATS`; any other
     suffix: the jaxmd_dp zip file). Arguments as :func:`save_model`."""
     return file_format(path).save(path, hyper, params, stats, info, exported)
@@ -166,8 +187,10 @@ def read_meta(path: str | os.PathLike) -> dict:
         raise InputError(f"{path}: not a jaxmd_dp {what} (format {got!r})")
     version = meta.get("version")
     if not isinstance(version, int) or version > READ_FORMATS[got]:
-        raise InputError(f"{path}: model format version {version!r} is newer than this jaxmd_dp ({__version__}) "
-                         f"reads (up to {READ_FORMATS[got]}); upgrade jaxmd_dp")
+        raise InputError(
+            f"{path}: model format version {version!r} is newer than this jaxmd_dp ({__version__}) "
+            f"reads (up to {READ_FORMATS[got]}); upgrade jaxmd_dp"
+        )
     meta.setdefault("info", {})
     meta.setdefault("exported", None)
     return meta

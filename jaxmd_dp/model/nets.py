@@ -9,8 +9,8 @@ idt ~ N(0.1, 0.001²).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -113,8 +113,9 @@ class Layer(nn.Module):
         return y if dx is None else (y, dy)
 
 
-def _hidden_layers(x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype,
-                   dx: jax.Array | None = None):
+def _hidden_layers(
+    x: jax.Array, neuron: Sequence[int], activation: str, resnet_dt: bool, dtype, dx: jax.Array | None = None
+):
     """DeePMD's stack of residual layers ``layer_0 .. layer_{n-1}``; call inside a compact ``__call__``.
     With a tangent dx, returns (x, dx) carried through every layer (see :class:`Layer`)."""
     x = x.astype(dtype)

@@ -58,8 +58,9 @@ class DescriptorSeA(nn.Module):
         return neighbor_type if self.type_one_side else neighbor_type * self.ntypes + centre_type
 
     @nn.compact
-    def __call__(self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None,
-                 packing: Packing | None = None) -> jax.Array:
+    def __call__(
+        self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None, packing: Packing | None = None
+    ) -> jax.Array:
         """capacity: most atoms of each type per frame (static; default natoms); used to run the
         centre-type embedding nets (type_one_side false) on their type's atoms only.
         packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.fast.pair_pack`); same D.
@@ -105,8 +106,13 @@ class DescriptorSeA(nn.Module):
                 if packing.table:  # Rᵀ·G from a node table, one matmul per atom
                     T = T + table_env_product(net_for(tj), Rt, mask, packing.table)
                 else:  # the net on the packed pairs (once per pair with partners), 0 in empty slots
-                    part = None if packing.partner is None else section_partners(
-                        packing.partner[:, :, ksec[tj]:ksec[tj + 1]], int(ksec[-1]), int(ksec[tj]), int(held[tj]))
+                    part = (
+                        None
+                        if packing.partner is None
+                        else section_partners(
+                            packing.partner[:, :, ksec[tj] : ksec[tj + 1]], int(ksec[-1]), int(ksec[tj]), int(held[tj])
+                        )
+                    )
                     T = T + env_product_train(Rt, packed_embedding(net_for(tj), Rt, mask, packing.sizes[tj], part))
                 T = T + empty_slot_term(net_for(tj), mask, empty, centre, packing.uniform)
         T = T / nnei
@@ -151,13 +157,29 @@ class SeE2A(Descriptor):
         sel = section.sel if sel is None else sel
         if isinstance(sel, str):
             raise ValueError(f"descriptor sel is {sel!r}, not a list")
-        return cls(tuple(int(s) for s in sel), float(section.rcut), float(section.rcut_smth),
-                   tuple(section.neuron), int(section.axis_neuron), bool(section.type_one_side),
-                   bool(section.resnet_dt), section.activation_function, precision_name(section.precision))
+        return cls(
+            tuple(int(s) for s in sel),
+            float(section.rcut),
+            float(section.rcut_smth),
+            tuple(section.neuron),
+            int(section.axis_neuron),
+            bool(section.type_one_side),
+            bool(section.resnet_dt),
+            section.activation_function,
+            precision_name(section.precision),
+        )
 
     def module(self, ntypes: int) -> DescriptorSeA:
-        return DescriptorSeA(ntypes, self.sel, self.neuron, self.axis_neuron, self.type_one_side, self.resnet_dt,
-                             self.activation, DTYPES[self.precision])
+        return DescriptorSeA(
+            ntypes,
+            self.sel,
+            self.neuron,
+            self.axis_neuron,
+            self.type_one_side,
+            self.resnet_dt,
+            self.activation,
+            DTYPES[self.precision],
+        )
 
     @property
     def dim_out(self) -> int:
@@ -167,16 +189,20 @@ class SeE2A(Descriptor):
     def nlist_sel(self) -> tuple[int, ...]:
         return self.sel
 
-    def env_stats(self, frames, ntypes: int, protect: float, scan=None,
-                  set_davg_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def env_stats(
+        self, frames, ntypes: int, protect: float, scan=None, set_davg_zero: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """DeePMD-kit's ``EnvMatStatSe`` (:mod:`jaxmd_dp.geometry.stats`): per centre type, one shift and
         scale for every slot. With a ``scan`` that summed the sampled frames' environment matrices (its
         systems begin with the frames'), the sums are added up from it instead of a second pass over the
         frames, unless some sampled system has more neighbours of a type than sel (then only the nearest
         sel count: the pass over the frames does that)."""
         sums = None
-        if scan is not None and scan.env_sums_per_system is not None and all(
-                np.all(scan.max_nbor_per_system[f["sys_index"]] <= np.asarray(self.sel)) for f in frames):
+        if (
+            scan is not None
+            and scan.env_sums_per_system is not None
+            and all(np.all(scan.max_nbor_per_system[f["sys_index"]] <= np.asarray(self.sel)) for f in frames)
+        ):
             sums = scanned_sums(frames, scan.env_sums_per_system, self.nnei)  # None if a frame was not summed
         if sums is not None:
             return stats_from_sums(sums, self.nnei, protect, set_davg_zero)

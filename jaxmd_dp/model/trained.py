@@ -33,7 +33,7 @@ class Model:
         self._evaluator: Evaluator | None = None
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Model":
+    def load(cls, path: str | os.PathLike) -> Model:
         """A model directory or model file (training outputs: :func:`jaxmd_dp.api.load_model`)."""
         return cls(*load_model(path))
 
@@ -58,8 +58,10 @@ class Model:
 
     def __repr__(self) -> str:
         h = self.hyper
-        return (f"Model(type_map={list(h.type_map)}, descriptor={h.descriptor.type_name}, rcut={h.rcut}, "
-                f"sel={list(h.sel)}, neuron={list(h.neuron)}, fit_neuron={list(h.fitting.neuron)})")
+        return (
+            f"Model(type_map={list(h.type_map)}, descriptor={h.descriptor.type_name}, rcut={h.rcut}, "
+            f"sel={list(h.sel)}, neuron={list(h.neuron)}, fit_neuron={list(h.fitting.neuron)})"
+        )
 
     def atom_types(self, atype) -> np.ndarray:
         """Type indices (natoms,) from indices or chemical symbols (``["O", "H", "H", ...]``)."""

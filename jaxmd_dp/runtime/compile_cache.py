@@ -38,8 +38,9 @@ def use_compile_cache(path: str | None = COMPILE_CACHE_DEFAULT) -> None:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        raise InputError(f"--compile-cache {path}: cannot create the directory ({e.strerror}); "
-                         "give another one or 'off'") from None
+        raise InputError(
+            f"--compile-cache {path}: cannot create the directory ({e.strerror}); give another one or 'off'"
+        ) from None
     if jax.config.jax_compilation_cache_dir != path:
         from jax.experimental.compilation_cache import compilation_cache
 

@@ -4,7 +4,8 @@ Some programs compile better with options of their own on the CPU: the evaluatio
 (:func:`jaxmd_dp.train.step.eval_compiler_options`) and the programs that reduce neighbour candidates
 (:func:`jaxmd_dp.geometry.neighbor.reduction_jit`). On a GPU the training and evaluation steps are compiled
 without XLA's GEMM autotuning (:data:`GPU_STEP_OPTIONS`). An option that a user sets in ``XLA_FLAGS`` is
-theirs: it is left out of ours (:func:`backend_options`, on either backend). And a jaxlib may drop an option, after which every compile that names it
+theirs: it is left out of ours (:func:`backend_options`, on either backend). And a jaxlib may drop an option,
+after which every compile that names it
 fails ("No such compile option", on any backend): jaxlib 0.11.2 has no ``xla_cpu_use_fusion_emitters``, so an
 evaluation step that named it would stop a run at its first validation. So the options are checked
 once per process before any program uses them.

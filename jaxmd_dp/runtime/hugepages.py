@@ -52,7 +52,7 @@ def thp_mode(path: str = THP_MODE_FILE) -> str | None:
     except OSError:
         return None
     start, end = text.find("["), text.find("]")
-    return text[start + 1:end] if 0 <= start < end else None
+    return text[start + 1 : end] if 0 <= start < end else None
 
 
 def glibc_version() -> tuple[int, int] | None:
@@ -94,19 +94,26 @@ def is_our_tool(orig_argv: Sequence[str]) -> bool:
     return False
 
 
-def restart_environ(environ: Mapping[str, str], orig_argv: Sequence[str], platform: str,
-                    glibc: tuple[int, int] | None, mode: str | None) -> dict[str, str] | None:
+def restart_environ(
+    environ: Mapping[str, str], orig_argv: Sequence[str], platform: str, glibc: tuple[int, int] | None, mode: str | None
+) -> dict[str, str] | None:
     """The environment to restart this process with so that glibc uses huge pages, or None to go on as is:
     only for our tools, on Linux with glibc ≥ :data:`MIN_GLIBC` and the kernel's THP mode
     ``madvise`` (``always`` gives huge pages without it, ``never`` none at all), when neither the user
     (``JAXMD_DP_HUGEPAGES=0``, or their own ``glibc.malloc.hugetlb``) nor an earlier restart decided."""
-    if (platform != "linux" or glibc is None or glibc < MIN_GLIBC or mode != "madvise"
-            or environ.get(OPT_OUT) == "0" or RESTARTED in environ or tunable_value(environ) is not None
-            or not is_our_tool(orig_argv)):
+    if (
+        platform != "linux"
+        or glibc is None
+        or glibc < MIN_GLIBC
+        or mode != "madvise"
+        or environ.get(OPT_OUT) == "0"
+        or RESTARTED in environ
+        or tunable_value(environ) is not None
+        or not is_our_tool(orig_argv)
+    ):
         return None
     tunables = environ.get("GLIBC_TUNABLES", "")
-    return {**environ, "GLIBC_TUNABLES": f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1",
-            RESTARTED: "1"}
+    return {**environ, "GLIBC_TUNABLES": f"{tunables}:{TUNABLE}=1" if tunables else f"{TUNABLE}=1", RESTARTED: "1"}
 
 
 def reexec_with_hugepages() -> None:
@@ -140,8 +147,12 @@ def keep_freed_blocks(orig_argv: Sequence[str] | None = None, only_tools: bool =
     that imports jaxmd_dp keeps glibc's defaults; benchmarks pass False). Returns whether the settings are made."""
     global _kept
     orig_argv = getattr(sys, "orig_argv", None) if orig_argv is None else orig_argv
-    if (_kept or not _glibc_malloc() or os.environ.get(KEEP_OPT_OUT) == "0"
-            or (only_tools and not (orig_argv and is_our_tool(orig_argv)))):
+    if (
+        _kept
+        or not _glibc_malloc()
+        or os.environ.get(KEEP_OPT_OUT) == "0"
+        or (only_tools and not (orig_argv and is_our_tool(orig_argv)))
+    ):
         return _kept
     import ctypes
 
@@ -154,7 +165,8 @@ def keep_freed_blocks(orig_argv: Sequence[str] | None = None, only_tools: bool =
 
 
 def buffers_status() -> str:
-    """One line for the training summary: whether freed CPU buffers stay in malloc's heaps (:func:`keep_freed_blocks`)."""
+    """One line for the training summary: whether freed CPU buffers stay in malloc's heaps
+    (:func:`keep_freed_blocks`)."""
     if _kept:
         return KEPT
     if not _glibc_malloc():
@@ -182,5 +194,7 @@ def status(environ: Mapping[str, str] | None = None) -> str:
         return "off (the kernel's THP mode is never)"
     if value not in (None, "0") and (glibc_version() or (0, 0)) >= MIN_GLIBC:
         return f"on (GLIBC_TUNABLES {TUNABLE}={value})"
-    return (f"off: start Python with GLIBC_TUNABLES={TUNABLE}=1 for faster CPU steps "
-            "(the jaxmd_dp command-line tools do this themselves)")
+    return (
+        f"off: start Python with GLIBC_TUNABLES={TUNABLE}=1 for faster CPU steps "
+        "(the jaxmd_dp command-line tools do this themselves)"
+    )

@@ -21,7 +21,7 @@ critical path; elsewhere the body is traced as written.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 

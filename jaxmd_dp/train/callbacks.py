@@ -113,9 +113,11 @@ class SelCheck(Callback):
         sel = np.asarray(trainer.hyper.sel)
         over = nmax > sel
         if over.any():
-            msg = (f"step {window.step}: neighbours per type reached {nmax.tolist()} > sel {sel.tolist()} "
-                   f"(types {[t for t, o in zip(trainer.hyper.type_map, over) if o]}); the farthest are dropped "
-                   f"as in DeePMD-kit — raise sel to at least {np.maximum(nmax, sel).tolist()}")
+            msg = (
+                f"step {window.step}: neighbours per type reached {nmax.tolist()} > sel {sel.tolist()} "
+                f"(types {[t for t, o in zip(trainer.hyper.type_map, over) if o]}); the farthest are dropped "
+                f"as in DeePMD-kit — raise sel to at least {np.maximum(nmax, sel).tolist()}"
+            )
             if trainer.config.training.strict_sel:
                 raise InputError(msg + " (training.strict_sel is set)")
             if not self.warned:
@@ -166,8 +168,9 @@ class LogLines(Callback):
         if w.valid is not None:
             trainer.log(f"batch {w.step:7d}: val: " + ", ".join(f"{k} = {v:.2e}" for k, v in sorted(w.valid.items())))
         if tc.time_training:
-            trainer.log(f"batch {w.step:7d}: total wall time = {w.wall_s:.3f} s, lr = {w.lr:.2e}, "
-                        f"eta = {_hms(w.eta_s)}")
+            trainer.log(
+                f"batch {w.step:7d}: total wall time = {w.wall_s:.3f} s, lr = {w.lr:.2e}, eta = {_hms(w.eta_s)}"
+            )
 
 
 class TensorBoard(Callback):
@@ -232,8 +235,10 @@ class Profiler(Callback):
         jax.block_until_ready(trainer.state.params)
         jax.profiler.stop_trace()
         self.tracing = False
-        trainer.log(f"profile written to {self.directory} (tensorboard --logdir {self.directory}, "
-                    "or the .trace.json.gz in https://ui.perfetto.dev)")
+        trainer.log(
+            f"profile written to {self.directory} (tensorboard --logdir {self.directory}, "
+            "or the .trace.json.gz in https://ui.perfetto.dev)"
+        )
 
 
 class ProgressBar(Callback):

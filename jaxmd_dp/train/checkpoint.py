@@ -41,7 +41,10 @@ class Checkpointer:
             self.directory.mkdir(parents=True, exist_ok=True)  # orbax cannot create it for a subset of processes
         with _quiet_absl() if read_only else contextlib.nullcontext():
             opts = ocp.CheckpointManagerOptions(
-                max_to_keep=max_to_keep, create=False, enable_async_checkpointing=False, read_only=read_only,
+                max_to_keep=max_to_keep,
+                create=False,
+                enable_async_checkpointing=False,
+                read_only=read_only,
                 multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}),
             )
             self.manager = ocp.CheckpointManager(self.directory, options=opts, item_names=ITEMS)
@@ -52,8 +55,9 @@ class Checkpointer:
     def save(self, step: int, state: dict, meta: dict) -> None:
         """state: pytree of arrays; meta: JSON-serialisable dict."""
         state = jax.tree_util.tree_map(np.asarray, state)
-        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                        meta=ocp.args.JsonSave(meta)), force=True)
+        self.manager.save(
+            step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
+        )
         self.manager.wait_until_finished()
 
     def restore_meta(self, step: int | None = None) -> dict:
@@ -72,11 +76,14 @@ class Checkpointer:
         if step is None:
             raise InputError(f"{self.directory}: no complete checkpoint found")
         try:
-            r = self.manager.restore(step, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+            r = self.manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore())
+            )
         except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
-            raise InputError(f"{self.directory}/{step}: cannot restore checkpoint ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
+            raise InputError(
+                f"{self.directory}/{step}: cannot restore checkpoint ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''})"
+            ) from None
         return r.state, r.meta
 
 
@@ -97,8 +104,10 @@ def restore_state(ckpt: Checkpointer, step: int, hyper: ModelHyper, optimizer) -
     # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
     shapes = param_shapes(hyper)
     start = host_state(shapes, optimizer)
-    target = {**start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
-              "stats": default_stats(hyper)._asdict()}
+    target = {
+        **start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
+        "stats": default_stats(hyper)._asdict(),
+    }
     tree, _ = ckpt.restore(step, target=target)
     tree["opt_state"] = pack_state(tree["opt_state"], start.opt_state)
     tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape

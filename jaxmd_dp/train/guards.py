@@ -43,8 +43,10 @@ class NanGuard:
             return
         system = systems[recent[bad]].path if bad in recent else "unknown"
         last = checkpointer.latest_step() if checkpointer else None
-        raise TrainingDiverged(f"step {bad + 1}: loss or gradient is not finite (batch from {system}); "
-                               f"training stopped without saving; the last checkpoint ({last}) is intact")
+        raise TrainingDiverged(
+            f"step {bad + 1}: loss or gradient is not finite (batch from {system}); "
+            f"training stopped without saving; the last checkpoint ({last}) is intact"
+        )
 
 
 class StopSignals:

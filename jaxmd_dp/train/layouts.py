@@ -11,7 +11,8 @@ embedding (``training.embedding_table``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -51,9 +52,19 @@ class StepLayouts(NamedTuple):
     share: bool
 
 
-def plan_layouts(config: Config, hyper: ModelHyper, stats: Stats, scan: NeighborStats, train_systems: list[System],
-                 valid_systems: list[System], train_data: DataSampler, valid_data: DataSampler | None,
-                 plain: bool, eval_batches: int, log: Callable[[str], None] = print) -> StepLayouts:
+def plan_layouts(
+    config: Config,
+    hyper: ModelHyper,
+    stats: Stats,
+    scan: NeighborStats,
+    train_systems: list[System],
+    valid_systems: list[System],
+    train_data: DataSampler,
+    valid_data: DataSampler | None,
+    plain: bool,
+    eval_batches: int,
+    log: Callable[[str], None] = print,
+) -> StepLayouts:
     """The layouts of every batch shape, once the statistics are known: whether they hold one empty row
     per neighbour type's section (DeePMD's per-type statistics do), so the steps compute the empty slots'
     share from that row, and pair sharing, which needs that too (both slots of a pair then hold the same s),
@@ -63,14 +74,19 @@ def plan_layouts(config: Config, hyper: ModelHyper, stats: Stats, scan: Neighbor
     batches of the run (:meth:`~jaxmd_dp.train.loop.Trainer.eval_batches`)."""
     tc = config.training
     if tc.embedding_table and not tabulates(hyper):
-        raise InputError(f"training.embedding_table: the {hyper.descriptor.type_name} descriptor has no tabulated path; "
-                         "set it to 0")
+        raise InputError(
+            f"training.embedding_table: the {hyper.descriptor.type_name} descriptor has no tabulated path; set it to 0"
+        )
     uniform = uniform_empty(hyper, stats)
-    share = bool(tc.pair_sharing and tc.pair_packing and not tc.embedding_table and shares_pairs(hyper)
-                 and uniform
-                 and np.all(scan.max_nbor_per_system.max(axis=0) <= np.asarray(hyper.sel))
-                 and partner_search_fits(scan, hyper, [train_data] + ([valid_data] if valid_data is not None else []),
-                                         log))
+    share = bool(
+        tc.pair_sharing
+        and tc.pair_packing
+        and not tc.embedding_table
+        and shares_pairs(hyper)
+        and uniform
+        and np.all(scan.max_nbor_per_system.max(axis=0) <= np.asarray(hyper.sel))
+        and partner_search_fits(scan, hyper, [train_data] + ([valid_data] if valid_data is not None else []), log)
+    )
     systems_all = train_systems + valid_systems
     groups: dict = {}
     for k, s in enumerate(systems_all):
@@ -87,21 +103,33 @@ def plan_layouts(config: Config, hyper: ModelHyper, stats: Stats, scan: Neighbor
     return StepLayouts(layouts, merged, uniform, share)
 
 
-def partner_search_fits(scan: NeighborStats, hyper: ModelHyper, samplers: list[DataSampler],
-                        log: Callable[[str], None] = print) -> bool:
+def partner_search_fits(
+    scan: NeighborStats, hyper: ModelHyper, samplers: list[DataSampler], log: Callable[[str], None] = print
+) -> bool:
     """Whether the partner search of the largest batch of ``samplers`` stays within
     :data:`PARTNER_SEARCH_BYTES`."""
     keep = keep_sizes(hyper, scan.max_nbor_per_system.max(axis=0))
     atoms = max(s.natoms * min(int(b), s.nframes) for d in samplers for s, b in zip(d.systems, d.batch_sizes))
     fits = atoms * max(keep) ** 2 * 16 <= PARTNER_SEARCH_BYTES
     if not fits:
-        log(f"training.pair_sharing off: batches of {atoms} atoms with {max(keep)} slots per type are "
-            "too large for its partner search")
+        log(
+            f"training.pair_sharing off: batches of {atoms} atoms with {max(keep)} slots per type are "
+            "too large for its partner search"
+        )
     return fits
 
 
-def allocate_layouts(config: Config, hyper: ModelHyper, scan: NeighborStats, systems_all: list[System],
-                     groups: dict, pairs, merged: dict, uniform: bool, share: bool) -> dict:
+def allocate_layouts(
+    config: Config,
+    hyper: ModelHyper,
+    scan: NeighborStats,
+    systems_all: list[System],
+    groups: dict,
+    pairs,
+    merged: dict,
+    uniform: bool,
+    share: bool,
+) -> dict:
     """One :class:`BatchLayout` per (natoms, pbc) (``groups``: their indices into ``systems_all``): a
     neighbour-list spec searching enough images/cells for every frame, the most atoms of each type in those
     systems, and (``training.pair_packing``) the packed block sizes: the most neighbour pairs of each type
@@ -116,18 +144,37 @@ def allocate_layouts(config: Config, hyper: ModelHyper, scan: NeighborStats, sys
         coord = np.concatenate([s.coord for s in systems])
         box = None if not key[1] else np.concatenate([s.box for s in systems])
         pack = None if pairs is None or table else pack_sizes(hyper, pairs[members].max(axis=0), key[0])
-        keep = None if pairs is None or (pack is None and not table) else keep_sizes(
-            hyper, scan.max_nbor_per_system[members].max(axis=0))
+        keep = (
+            None
+            if pairs is None or (pack is None and not table)
+            else keep_sizes(hyper, scan.max_nbor_per_system[members].max(axis=0))
+        )
         if merged:  # every shape's lists as the merged steps'
             keep = next(iter(merged.values()))[0][1].spec.sel
         spec = neighbor.allocate(coord, box, hyper.rcut, keep or hyper.sel)
-        layouts[key] = BatchLayout(spec, type_capacity([s.atype for s in systems], hyper.ntypes),
-                                   tc.kernels, pack, table, uniform_empty=uniform, share=share and pack is not None)
+        layouts[key] = BatchLayout(
+            spec,
+            type_capacity([s.atype for s in systems], hyper.ntypes),
+            tc.kernels,
+            pack,
+            table,
+            uniform_empty=uniform,
+            share=share and pack is not None,
+        )
     return layouts
 
 
-def merge_plans(config: Config, hyper: ModelHyper, scan: NeighborStats, groups: dict, pairs, samplers: dict,
-                plain: bool, uniform: bool, share: bool) -> dict:
+def merge_plans(
+    config: Config,
+    hyper: ModelHyper,
+    scan: NeighborStats,
+    groups: dict,
+    pairs,
+    samplers: dict,
+    plain: bool,
+    uniform: bool,
+    share: bool,
+) -> dict:
     """``training.merge_batches``: when the data has batches of several shapes, the merged shapes
     (:mod:`train.merge`) of the training and of the validation batches, each with its step layout:
     {"train": [(shape, layout), ...] by size, "valid": [...]}. {} when there is one shape, when
@@ -160,29 +207,60 @@ def merge_plans(config: Config, hyper: ModelHyper, scan: NeighborStats, groups: 
     if pairs is not None and (table or all(p is not None for p in packs)):
         keep = keep_sizes(hyper, scan.max_nbor_per_system.max(axis=0))
     spec = neighbor.NeighborSpec(float(hyper.rcut), tuple(keep), bool(pbc), "merged", (0, 0, 0), (1, 1, 1), 0)
-    return {w: [(shape, BatchLayout(spec, cap, tc.kernels, pack, table, merged=True, uniform_empty=uniform,
-                                    share=share and pack is not None)) for shape, cap, pack in plan]
-            for w, plan in plans.items()}
+    return {
+        w: [
+            (
+                shape,
+                BatchLayout(
+                    spec,
+                    cap,
+                    tc.kernels,
+                    pack,
+                    table,
+                    merged=True,
+                    uniform_empty=uniform,
+                    share=share and pack is not None,
+                ),
+            )
+            for shape, cap, pack in plan
+        ]
+        for w, plan in plans.items()
+    }
 
 
 def _log_layouts(config: Config, hyper: ModelHyper, layouts: dict, merged: dict, share: bool, log) -> None:
     table = config.training.embedding_table
-    packed = [f"{n} atoms: {list(lay.pack)} of {[n * s for s in hyper.sel]} pairs, slots {list(lay.spec.sel)}"
-              for (n, _), lay in layouts.items() if lay.pack and not merged]
-    packed += [f"merged {which} batches of {shape.atoms} atoms: {list(lay.pack)} pairs, slots {list(lay.spec.sel)}"
-               for which, plan in merged.items() for shape, lay in plan if lay.pack]
+    packed = [
+        f"{n} atoms: {list(lay.pack)} of {[n * s for s in hyper.sel]} pairs, slots {list(lay.spec.sel)}"
+        for (n, _), lay in layouts.items()
+        if lay.pack and not merged
+    ]
+    packed += [
+        f"merged {which} batches of {shape.atoms} atoms: {list(lay.pack)} pairs, slots {list(lay.spec.sel)}"
+        for which, plan in merged.items()
+        for shape, lay in plan
+        if lay.pack
+    ]
     if packed:
-        log("embedding nets on real neighbour pairs only (training.pair_packing"
+        log(
+            "embedding nets on real neighbour pairs only (training.pair_packing"
             + (", once per pair of same-type atoms: training.pair_sharing" if share else "")
-            + "), per frame " + "; ".join(packed[:4])
-            + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else ""))
+            + "), per frame "
+            + "; ".join(packed[:4])
+            + (f"; ... ({len(packed)} shapes)" if len(packed) > 4 else "")
+        )
     if table:
-        log(f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained "
-            "model is exact)")
+        log(
+            f"embedding nets tabulated on {table} nodes per step (training.embedding_table; the trained model is exact)"
+        )
     if merged:
-        log("batches merged into one list of atoms per size, one compiled step each (training.merge_batches): "
-            + "; ".join(f"{which} " + ", ".join(f"{s.atoms} atoms (≤ {s.frames} frames)" for s, _ in plan)
-                        for which, plan in merged.items()))
+        log(
+            "batches merged into one list of atoms per size, one compiled step each (training.merge_batches): "
+            + "; ".join(
+                f"{which} " + ", ".join(f"{s.atoms} atoms (≤ {s.frames} frames)" for s, _ in plan)
+                for which, plan in merged.items()
+            )
+        )
 
 
 def box_fits(spec: neighbor.NeighborSpec, box: np.ndarray, seen: set) -> bool:

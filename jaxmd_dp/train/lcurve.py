@@ -35,8 +35,11 @@ def truncate_after(path: Path, step: int) -> None:
     """Keep the header and the lines of steps ≤ ``step`` (a restart rewrites what follows)."""
     if not path.exists():
         return
-    keep = [ln for ln in path.read_text().splitlines(keepends=True)
-            if ln.startswith("#") or (ln.split() and int(ln.split()[0]) <= step)]
+    keep = [
+        ln
+        for ln in path.read_text().splitlines(keepends=True)
+        if ln.startswith("#") or (ln.split() and int(ln.split()[0]) <= step)
+    ]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(keep))
     tmp.replace(path)

@@ -6,8 +6,8 @@ is read from its prefix: ``warning:`` → WARNING, ``error:`` → ERROR, anythin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from jaxmd_dp.errors import InputError
 
@@ -33,8 +33,7 @@ class Logger:
     ``path`` (opened per line, so nothing is lost on a crash). ``console`` may be swapped (the trainer
     routes it through its progress bar)."""
 
-    def __init__(self, level: str = "INFO", path: str | Path | None = None,
-                 console: Callable[[str], None] = print):
+    def __init__(self, level: str = "INFO", path: str | Path | None = None, console: Callable[[str], None] = print):
         self.limit = parse_level(level)
         self.console = console
         self.path = None if path is None else Path(path)
@@ -52,4 +51,3 @@ class Logger:
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(msg + "\n")
-

@@ -18,8 +18,8 @@ import concurrent.futures
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import jax
 import numpy as np
@@ -66,10 +66,18 @@ class Trainer:
 
     SIGNAL_SYNC_STEPS = 10  # [data parallel] processes agree on a stop signal every this many steps
 
-    def __init__(self, config: Config, output_dir: str | Path = ".", *, restart: str | Path | None = None,
-                 init_model: str | Path | None = None, log: Callable[[str], None] = print,
-                 workers: Workers | None = None, profile: str | Path | None = None,
-                 callbacks: Sequence[Callback] = ()):
+    def __init__(
+        self,
+        config: Config,
+        output_dir: str | Path = ".",
+        *,
+        restart: str | Path | None = None,
+        init_model: str | Path | None = None,
+        log: Callable[[str], None] = print,
+        workers: Workers | None = None,
+        profile: str | Path | None = None,
+        callbacks: Sequence[Callback] = (),
+    ):
         self.config = config
         self.out = Path(output_dir)
         self.workers = workers or local_workers()
@@ -94,17 +102,23 @@ class Trainer:
         # 3. one scan of every frame: sel "auto", the closest-pair data check, pair-packing block sizes, and a
         # fresh run's statistics' env-matrix sums
         fresh = ckpt_meta is None and init_model is None and writer
-        self.scan = setup.scan_neighbors(self.train_systems + self.valid_systems, config.model.descriptor.rcut,
-                                         len(config.model.type_map), self.log, config.model.descriptor.rcut_smth,
-                                         setup.stat_frames(config, self.train_systems, self.seed) if fresh else None)
+        self.scan = setup.scan_neighbors(
+            self.train_systems + self.valid_systems,
+            config.model.descriptor.rcut,
+            len(config.model.type_map),
+            self.log,
+            config.model.descriptor.rcut_smth,
+            setup.stat_frames(config, self.train_systems, self.seed) if fresh else None,
+        )
         if ckpt_meta is None:
             self.hyper = setup.fresh_hyper(config, self.scan, len(self.train_systems), self.log)
         setup.check_min_distance(self.train_systems + self.valid_systems, self.scan.min_dist_per_system)
         setup.check_sel_entries(config.model.descriptor.sel, self.hyper)
 
         # 4. [data parallel] the samplers (each worker draws its own batches) and the neighbour-list cache
-        self.batches, self.valid_data = setup.make_samplers(config, self.train_systems, self.valid_systems,
-                                                            self.seed, self.workers)
+        self.batches, self.valid_data = setup.make_samplers(
+            config, self.train_systems, self.valid_systems, self.seed, self.workers
+        )
         self.train_data = self.batches.samplers[0]  # this process's first worker
         draws = tc.numb_steps * max(self.train_data.batch_sizes) * len(self.batches.samplers)  # list slots
         self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb, draws)
@@ -115,14 +129,20 @@ class Trainer:
         # the optimisation: schedule, optimizer, loss, the jitted steps
         lr = config.learning_rate
         self.start_lr = lr.start_lr
-        self.schedule = exp_decay(lr.start_lr, lr.stop_lr, lr.decay_steps, tc.numb_steps, lr.decay_rate,
-                                  scale=worker_scale(lr.scale_by_worker, self.workers.size))
+        self.schedule = exp_decay(
+            lr.start_lr,
+            lr.stop_lr,
+            lr.decay_steps,
+            tc.numb_steps,
+            lr.decay_rate,
+            scale=worker_scale(lr.scale_by_worker, self.workers.size),
+        )
         opt = config.optimizer
-        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay,
-                                        opt.adam_form)
+        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay, opt.adam_form)
         ls = config.loss
-        self.prefs = LossPrefs(ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f,
-                               ls.start_pref_v, ls.limit_pref_v)
+        self.prefs = LossPrefs(
+            ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f, ls.start_pref_v, ls.limit_pref_v
+        )
         self.train_step = self.workers.make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
         self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr, self.eval_batches())
         self._valid_ahead: concurrent.futures.Future | None = None  # the first validation batch, compiled ahead
@@ -136,8 +156,11 @@ class Trainer:
             if init_model is not None:
                 params, stats = setup.init_model_weights(init_model, self.hyper, self.log)
             else:
-                stats = self.workers.broadcast(setup.logged_stats(config, self.train_data, self.hyper, self.seed,
-                                                                  self.scan, self.log) if writer else None)
+                stats = self.workers.broadcast(
+                    setup.logged_stats(config, self.train_data, self.hyper, self.seed, self.scan, self.log)
+                    if writer
+                    else None
+                )
                 params = setup.fresh_params(config, self.hyper, self.seed)
             params = jax.device_put(params)  # host weights: device_put compiles nothing (jnp.asarray would)
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
@@ -145,14 +168,25 @@ class Trainer:
 
         # 6. the steps' layouts, once the statistics are known, and the validation frames' cache
         self.layouts, self.merged, self._uniform, self._share = plan_layouts(
-            config, self.hyper, self.stats, self.scan, self.train_systems, self.valid_systems, self.train_data,
-            self.valid_data, self.batches.plain, self.eval_batches(), self.log)
+            config,
+            self.hyper,
+            self.stats,
+            self.scan,
+            self.train_systems,
+            self.valid_systems,
+            self.train_data,
+            self.valid_data,
+            self.batches.plain,
+            self.eval_batches(),
+            self.log,
+        )
         self._fitting_boxes: set = set()  # (spec, box bytes) that neighbor.fits accepted (layout_for)
         # validation frames are stored only for merged batches (which always carry their lists): else the
         # evaluation step builds its batch's lists itself, with no store program of its own to compile (a
         # shorter cold start) and no slower (numb_btch batches every disp_freq steps)
-        self.valid_neighbor_cache = NeighborCache(self.valid_systems, self.hyper.ntypes,
-                                                  tc.neighbor_cache_mb if "valid" in self.merged else 0)
+        self.valid_neighbor_cache = NeighborCache(
+            self.valid_systems, self.hyper.ntypes, tc.neighbor_cache_mb if "valid" in self.merged else 0
+        )
         if writer or self.workers.log_mode != "master":
             self.log(self.model_summary())
         self.startup_s = time.perf_counter() - t0
@@ -273,8 +307,13 @@ class Trainer:
         steps = sum(n for n, _ in windows)
         if per and self.config.training.time_training and self.config.training.disp_training:
             self.log(f"average training time: {per:.4f} s/batch (excluding the first window)")
-        return {"steps": steps, "s_per_step": per, "first_window_s": windows[0][1] if windows else None,
-                "startup_s": self.startup_s, "first_step_s": getattr(self, "first_step_s", None)}
+        return {
+            "steps": steps,
+            "s_per_step": per,
+            "first_window_s": windows[0][1] if windows else None,
+            "startup_s": self.startup_s,
+            "first_step_s": getattr(self, "first_step_s", None),
+        }
 
     def model_summary(self) -> str:
         """Parameters per net (XLA's FLOPs estimate of a training step follows its first call)."""
@@ -317,19 +356,33 @@ class Trainer:
             self.checkpointer.save(step, state_tree(self.state, self.stats), self._meta())
         except OSError as e:
             last = self.checkpointer.latest_step()
-            raise InputError(f"{self.checkpointer.directory}: cannot save checkpoint {step} ({e.strerror or e}); "
-                             f"the last complete checkpoint is {last}") from None
+            raise InputError(
+                f"{self.checkpointer.directory}: cannot save checkpoint {step} ({e.strerror or e}); "
+                f"the last complete checkpoint is {last}"
+            ) from None
         self.log(f"saved checkpoint {self.checkpointer.directory}/{step}")
 
     def _meta(self) -> dict:
-        return {"step": int(self.state.step), "config": self.config.to_dict(), "hyper": self.hyper.to_dict(),
-                "seed": self.seed,
-                "train_sampler": self.train_data.state_dict(),
-                # [data parallel] every worker's sampler state (gathered by checkpoint() when several processes)
-                **((self.batches.gather_state(self.workers) if self.workers.nprocs == 1
-                    else getattr(self, "_sampler_states", None)) or {}),
-                "valid_sampler": self.valid_data.state_dict() if self.valid_data else None,
-                "workers": self.workers.size, "jaxmd_dp": __version__, "jax": jax.__version__}
+        return {
+            "step": int(self.state.step),
+            "config": self.config.to_dict(),
+            "hyper": self.hyper.to_dict(),
+            "seed": self.seed,
+            "train_sampler": self.train_data.state_dict(),
+            # [data parallel] every worker's sampler state (gathered by checkpoint() when several processes)
+            **(
+                (
+                    self.batches.gather_state(self.workers)
+                    if self.workers.nprocs == 1
+                    else getattr(self, "_sampler_states", None)
+                )
+                or {}
+            ),
+            "valid_sampler": self.valid_data.state_dict() if self.valid_data else None,
+            "workers": self.workers.size,
+            "jaxmd_dp": __version__,
+            "jax": jax.__version__,
+        }
 
     def write_out_json(self) -> None:
         d = self.config.to_dict()
@@ -347,9 +400,11 @@ class Trainer:
             ckpt = self.out / self.config.training.save_ckpt
             steps = checkpoint_steps(ckpt)
             if steps:
-                error = (f"{self.out}: already holds a training run (checkpoints of steps {steps} in {ckpt.name}); "
-                         f"continue it with restart={str(self.out)!r} (CLI: --restart), or train into another "
-                         "directory")
+                error = (
+                    f"{self.out}: already holds a training run (checkpoints of steps {steps} in {ckpt.name}); "
+                    f"continue it with restart={str(self.out)!r} (CLI: --restart), or train into another "
+                    "directory"
+                )
         error = self.workers.broadcast(error)  # [data parallel] every process stops, none waits for the others
         if error is not None:
             raise InputError(error)
@@ -446,9 +501,16 @@ def run_info(seed: int, nworkers: int) -> dict:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
-    return {"seed": seed, "workers": nworkers, "versions": versions, "python": platform.python_version(),
-            "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
-            "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "seed": seed,
+        "workers": nworkers,
+        "versions": versions,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "devices": [str(d) for d in jax.devices()],
+        "command": " ".join(sys.argv),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def _steady_rate(windows) -> float | None:

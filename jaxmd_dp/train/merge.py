@@ -20,7 +20,8 @@ step up to the order of sums; one compile per merged size instead of one per sha
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,14 +30,14 @@ import numpy as np
 from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
-
 COST_BUDGET = 0.02  # padding may always add this much to the expected atoms per step (and to its time)
 COMPILE_ATOM_STEPS = 5000  # one more compiled step costs about the time of this many atom-steps of training
 # (2-core CPU, table 64: 3,000 for Al-Cu-Mg float64, 6,000 float32, 11,000–18,000 for Cu, 22,000 for water)
 
 
-def bucket_sizes(sizes: Sequence[int], probs: Sequence[float], calls: int | None = None,
-                 budget: float = COST_BUDGET) -> list[int]:
+def bucket_sizes(
+    sizes: Sequence[int], probs: Sequence[float], calls: int | None = None, budget: float = COST_BUDGET
+) -> list[int]:
     """The merged sizes (atoms) for batches of ``sizes`` atoms drawn with probabilities ``probs`` (per
     system), for a run of ``calls`` steps. From the largest size down, a size joins the current merged
     size while the padding of the sizes it holds, Σ p · (merged size − size) atoms per step, stays
@@ -108,15 +109,32 @@ def merge_arrays(b: dict, shape: MergedShape) -> dict:
 
     idx = b["nl_idx"].astype(jnp.int32)
     idx = jnp.where(idx >= 0, idx + n * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1)
-    out = {} if "nl_pair" not in b else {"nl_pair": atoms(jnp.where(
-        b["nl_pair"] >= 0, b["nl_pair"] + n * idx.shape[-1] * jnp.arange(nb, dtype=jnp.int32)[:, None, None], -1), -1)}
+    out = (
+        {}
+        if "nl_pair" not in b
+        else {
+            "nl_pair": atoms(
+                jnp.where(
+                    b["nl_pair"] >= 0,
+                    b["nl_pair"] + n * idx.shape[-1] * jnp.arange(nb, dtype=jnp.int32)[:, None, None],
+                    -1,
+                ),
+                -1,
+            )
+        }
+    )
     return out | {
-        "coord": atoms(b["coord"]), "force": atoms(b["force"]),
+        "coord": atoms(b["coord"]),
+        "force": atoms(b["force"]),
         "atype": atoms(jnp.broadcast_to(b["atype"], (nb, n)), -1),
         "frame": atoms(jnp.broadcast_to(jnp.arange(nb, dtype=jnp.int32)[:, None], (nb, n))),
-        "box": frames(b["box"]), "energy": frames(b["energy"]), "virial": frames(b["virial"]),
-        "nframes": jnp.asarray(nb, b["energy"].dtype), "natoms": jnp.asarray(n, b["energy"].dtype),
-        "nl_idx": atoms(idx, -1), "nl_shift": atoms(b["nl_shift"].astype(jnp.int16)),
+        "box": frames(b["box"]),
+        "energy": frames(b["energy"]),
+        "virial": frames(b["virial"]),
+        "nframes": jnp.asarray(nb, b["energy"].dtype),
+        "natoms": jnp.asarray(n, b["energy"].dtype),
+        "nl_idx": atoms(idx, -1),
+        "nl_shift": atoms(b["nl_shift"].astype(jnp.int16)),
         "nl_nmax": jnp.max(b["nl_nmax"], axis=0, keepdims=True),
     }
 

@@ -120,8 +120,11 @@ class _Group:
         self.data = jax.device_put(host)
         rows, natoms = host["coord"].shape[:2]
         itype = np.int16 if natoms < 2**15 else np.int32
-        lists = (np.zeros((slots, natoms, nnei), itype), np.zeros((slots, natoms, nnei, 3), np.int16),
-                 np.zeros((slots, ntypes), np.int32))
+        lists = (
+            np.zeros((slots, natoms, nnei), itype),
+            np.zeros((slots, natoms, nnei, 3), np.int16),
+            np.zeros((slots, ntypes), np.int32),
+        )
         self.lists = jax.device_put(lists + (np.zeros((slots, natoms, nnei), np.int32),) * share)
         self.slot = np.full(rows, -1, np.int32)
         self.taken = 0  # slots given out
@@ -167,8 +170,9 @@ class StoreRef:
         return self.arrays().items()
 
 
-jax.tree_util.register_pytree_node(StoreRef, lambda ref: ((ref.arrays(),), None),
-                                   lambda _, children: StoreRef(arrays=children[0]))
+jax.tree_util.register_pytree_node(
+    StoreRef, lambda ref: ((ref.arrays(),), None), lambda _, children: StoreRef(arrays=children[0])
+)
 
 
 class NeighborCache:
@@ -213,8 +217,10 @@ class NeighborCache:
         if not self.enabled and merge is None:
             return batch
         if "sys_indices" in batch:  # workers' batches stacked (data parallel): one part per worker
-            parts = [self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
-                     for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))]
+            parts = [
+                self._lists(s, f, batch["coord"][w], batch["box"][w], batch["atype"][w], layout)
+                for w, (s, f) in enumerate(zip(batch["sys_indices"], batch["frames"]))
+            ]
             return {**batch, **{k: jnp.stack(a) for k, a in zip(NL_KEYS, zip(*parts))}}
         place = self._place(int(batch["sys_index"]), batch["frames"], layout)
         if place is None:  # not stored: the host's arrays, lists built for this batch
@@ -224,8 +230,12 @@ class NeighborCache:
         group, rows, slots, new = place
         if merge is None:  # the step takes the batch's rows of the store (step.take_rows)
             self._store(group, rows, slots, new, layout)
-            return {**{k: v for k, v in batch.items() if k not in FRAME_KEYS}, "store": StoreRef(group),
-                    "rows": rows, "slots": slots}
+            return {
+                **{k: v for k, v in batch.items() if k not in FRAME_KEYS},
+                "store": StoreRef(group),
+                "rows": rows,
+                "slots": slots,
+            }
         fn = _merged_gatherer(layout.spec, _kernels(layout), merge, new, layout.share)
         if new:
             group.lists, out = fn(group.data, group.lists, rows, slots)

@@ -36,8 +36,9 @@ import functools
 import os
 import pickle
 import socket
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +46,8 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxmd_dp.runtime import hugepages
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.runtime import hugepages
 
 AXIS = "workers"  # the mesh axis that workers are spread over
 SEED_STRIDE = 1000003  # worker w's sampler seed: seed + SEED_STRIDE · w
@@ -144,7 +145,7 @@ class Workers:
             return make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=self.grad_reduce)
         return mesh_train_step(hyper, prefs, schedule, optimizer, self.mesh)
 
-    def batches(self, make_sampler: Callable[[int], Any], group_seed: int) -> "WorkerBatches":
+    def batches(self, make_sampler: Callable[[int], Any], group_seed: int) -> WorkerBatches:
         """This process's batch source; ``make_sampler(w)`` builds global worker w's sampler (seed it
         with :func:`worker_seed`). ``group_seed`` must be the same on every process."""
         samplers = [make_sampler(w) for w in self.worker_ids]
@@ -206,8 +207,11 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
         # (with check_vma, jax would already sum it over workers). Every worker applies the same
         # averaged update, so the state is replicated (out spec P()).
         new_state, metrics = jax.shard_map(
-            functools.partial(per_worker, layout), mesh=mesh, in_specs=(P(), P(), P(AXIS)),
-            out_specs=(P(), P(AXIS)), check_vma=False,
+            functools.partial(per_worker, layout),
+            mesh=mesh,
+            in_specs=(P(), P(), P(AXIS)),
+            out_specs=(P(), P(AXIS)),
+            check_vma=False,
         )(state, stats, batch)
         out = {k: jnp.max(v, axis=0) if k == "nneigh_max" else v[0] for k, v in metrics.items()}
         return new_state, out
@@ -287,8 +291,7 @@ class WorkerBatches:
         parts = workers.gather(self.local_state())
         if parts is None:
             return None
-        return {"worker_samplers": [s for part in parts for s in part["samplers"]],
-                "group_rng": parts[0]["group_rng"]}
+        return {"worker_samplers": [s for part in parts for s in part["samplers"]], "group_rng": parts[0]["group_rng"]}
 
     def load_state(self, meta: Mapping, worker_ids: Sequence[int]) -> None:
         """Restore from a checkpoint's meta written with the same number of workers. Checkpoints
@@ -311,13 +314,21 @@ class WorkerBatches:
 
 def _rng_state(rng: np.random.Generator) -> dict:
     st = rng.bit_generator.state
-    return {"state": str(st["state"]["state"]), "inc": str(st["state"]["inc"]),
-            "has_uint32": int(st["has_uint32"]), "uinteger": int(st["uinteger"])}
+    return {
+        "state": str(st["state"]["state"]),
+        "inc": str(st["state"]["inc"]),
+        "has_uint32": int(st["has_uint32"]),
+        "uinteger": int(st["uinteger"]),
+    }
 
 
 def _set_rng_state(rng: np.random.Generator, d: Mapping) -> None:
-    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": int(d["state"]), "inc": int(d["inc"])},
-                               "has_uint32": int(d["has_uint32"]), "uinteger": int(d["uinteger"])}
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int(d["state"]), "inc": int(d["inc"])},
+        "has_uint32": int(d["has_uint32"]),
+        "uinteger": int(d["uinteger"]),
+    }
 
 
 # ---------------------------------------------------------------------------- constructors
@@ -328,8 +339,14 @@ def local_workers(devices: Sequence | None = None, log_mode: str = "master") -> 
     if len(devices) == 1:
         return Workers(hosts=(host,), log_mode=log_mode)
     mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
-    return Workers(size=len(devices), worker_ids=tuple(range(len(devices))), mesh=mesh, hosts=(host,),
-                   log_mode=log_mode, description=f"one process, {len(devices)} devices (shard_map)")
+    return Workers(
+        size=len(devices),
+        worker_ids=tuple(range(len(devices))),
+        mesh=mesh,
+        hosts=(host,),
+        log_mode=log_mode,
+        description=f"one process, {len(devices)} devices (shard_map)",
+    )
 
 
 _MPI_REDUCE: dict = {}  # one grad_reduce per communicator: the compiled step is cached on it
@@ -342,6 +359,7 @@ def _mpi_mean(comm, n: int):
 
     key = (comm.py2f(), n)
     if key not in _MPI_REDUCE:
+
         def grad_reduce(grads):
             flat, unravel = ravel_pytree(grads)  # one all-reduce for the whole tree
             return unravel(mpi4jax.allreduce(flat, op=MPI.SUM, comm=comm) / n)
@@ -354,11 +372,13 @@ def mpi_workers(comm=None, log_mode: str = "master") -> Workers:
     """One worker per MPI process (``comm``: default ``MPI.COMM_WORLD``). With several local devices,
     each process computes on the one of index (local rank mod devices)."""
     try:
-        from mpi4py import MPI
         import mpi4jax  # noqa: F401
+        from mpi4py import MPI
     except ImportError as e:
-        raise InputError(f"started by an MPI launcher, but {e.name} cannot be imported: build mpi4jax "
-                         "against your MPI with bash .ci/install_mpi4jax.sh VENV (see the README)") from None
+        raise InputError(
+            f"started by an MPI launcher, but {e.name} cannot be imported: build mpi4jax "
+            "against your MPI with bash .ci/install_mpi4jax.sh VENV (see the README)"
+        ) from None
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, n = comm.Get_rank(), comm.Get_size()
     local = jax.local_devices()
@@ -373,13 +393,28 @@ def mpi_workers(comm=None, log_mode: str = "master") -> Workers:
     def gather(x):
         return comm.gather(_to_host(x), root=0)
 
-    return Workers(rank=rank, size=n, nprocs=n, worker_ids=(rank,), grad_reduce=_mpi_mean(comm, n) if n > 1 else None,
-                   broadcast=broadcast, gather=gather, barrier=comm.Barrier, launcher="mpi", log_mode=log_mode,
-                   hosts=hosts, description=f"MPI, {n} processes (mpi4jax all-reduce)")
+    return Workers(
+        rank=rank,
+        size=n,
+        nprocs=n,
+        worker_ids=(rank,),
+        grad_reduce=_mpi_mean(comm, n) if n > 1 else None,
+        broadcast=broadcast,
+        gather=gather,
+        barrier=comm.Barrier,
+        launcher="mpi",
+        log_mode=log_mode,
+        hosts=hosts,
+        description=f"MPI, {n} processes (mpi4jax all-reduce)",
+    )
 
 
-def jax_distributed_workers(coordinator: str | None = None, num_processes: int | None = None,
-                            process_id: int | None = None, log_mode: str = "master") -> Workers:
+def jax_distributed_workers(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    log_mode: str = "master",
+) -> Workers:
     """Several processes (hosts) through ``jax.distributed.initialize``: one global mesh over all their
     devices. Arguments left None are taken from JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES /
     JAX_PROCESS_ID, or left to jax's cluster auto-detection."""
@@ -414,10 +449,20 @@ def jax_distributed_workers(coordinator: str | None = None, num_processes: int |
 
     hosts = tuple(gather(socket.gethostname()) or ())
     hosts = tuple(broadcast(list(hosts) if rank == 0 else None))
-    return Workers(rank=rank, size=len(devices), nprocs=nprocs, worker_ids=mine, mesh=mesh, broadcast=broadcast,
-                   gather=gather, barrier=lambda: mh.sync_global_devices("jaxmd_dp barrier"), launcher="jax",
-                   log_mode=log_mode, hosts=hosts,
-                   description=f"jax.distributed, {nprocs} processes, {len(devices)} devices (shard_map)")
+    return Workers(
+        rank=rank,
+        size=len(devices),
+        nprocs=nprocs,
+        worker_ids=mine,
+        mesh=mesh,
+        broadcast=broadcast,
+        gather=gather,
+        barrier=lambda: mh.sync_global_devices("jaxmd_dp barrier"),
+        launcher="jax",
+        log_mode=log_mode,
+        hosts=hosts,
+        description=f"jax.distributed, {nprocs} processes, {len(devices)} devices (shard_map)",
+    )
 
 
 def mpi_world_size(env: Mapping[str, str] | None = None) -> int:
@@ -431,7 +476,7 @@ def mpi_world_size(env: Mapping[str, str] | None = None) -> int:
 
 
 def detect_launcher(env: Mapping[str, str] | None = None, coordinator: str | None = None) -> str:
-    """"jax" (a coordinator address is given, by flag or JAX_COORDINATOR_ADDRESS), "mpi" (an MPI
+    """ "jax" (a coordinator address is given, by flag or JAX_COORDINATOR_ADDRESS), "mpi" (an MPI
     launcher started more than one process), or "none"."""
     env = os.environ if env is None else env
     if coordinator:
@@ -443,8 +488,13 @@ def detect_launcher(env: Mapping[str, str] | None = None, coordinator: str | Non
     return "none"
 
 
-def init_workers(coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None,
-                 log_mode: str = "master", env: Mapping[str, str] | None = None) -> Workers:
+def init_workers(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    log_mode: str = "master",
+    env: Mapping[str, str] | None = None,
+) -> Workers:
     """The workers of this run, from the launcher (:func:`detect_launcher`). Call before any jax
     computation (jax.distributed must be initialised first)."""
     if log_mode not in LOG_MODES:
@@ -486,8 +536,9 @@ def training_summary(workers: Workers) -> str:
     env = os.environ
     devs = workers.devices
     kinds = sorted({d.platform for d in devs})
-    visible = [f"{k}={env[k]}" for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-               if k in env]
+    visible = [
+        f"{k}={env[k]}" for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES") if k in env
+    ]
     xla = env.get("XLA_FLAGS", "")
     threads = [f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}"]
     for flag in ("intra_op_parallelism_threads", "xla_cpu_multi_thread_eigen", "xla_force_host_platform_device_count"):

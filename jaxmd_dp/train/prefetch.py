@@ -10,7 +10,7 @@ they run beside the step, on the share of the cores the step leaves idle.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Callable
+from collections.abc import Callable
 
 
 class BatchesAhead:

@@ -63,8 +63,9 @@ def format_seconds(s: float) -> str:
 class Progress:
     """Progress of steps ``start`` → ``total``; a tqdm bar on interactive outputs, silent otherwise."""
 
-    def __init__(self, total: int, start: int = 0, stream: TextIO | None = None, desc: str = "train",
-                 enabled: bool | None = None):
+    def __init__(
+        self, total: int, start: int = 0, stream: TextIO | None = None, desc: str = "train", enabled: bool | None = None
+    ):
         self.total, self.start, self.step = int(total), int(start), int(start)
         self.stream = sys.stderr if stream is None else stream
         self._t0 = time.perf_counter()
@@ -84,8 +85,17 @@ class Progress:
                 from tqdm import tqdm
         except ImportError:  # no tqdm: no bar (the log lines still tell the progress)
             return None
-        return tqdm(total=self.total, initial=self.start, desc=desc, unit="step", file=self.stream,
-                    dynamic_ncols=True, smoothing=0.1, mininterval=0.5, leave=True)
+        return tqdm(
+            total=self.total,
+            initial=self.start,
+            desc=desc,
+            unit="step",
+            file=self.stream,
+            dynamic_ncols=True,
+            smoothing=0.1,
+            mininterval=0.5,
+            leave=True,
+        )
 
     @property
     def active(self) -> bool:
@@ -111,8 +121,9 @@ class Progress:
             if step > self.step:
                 self._bar.update(step - self.step)
             if postfix:
-                self._bar.set_postfix({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()},
-                                      refresh=False)
+                self._bar.set_postfix(
+                    {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()}, refresh=False
+                )
         self.step = max(self.step, step)
 
     def write(self, msg: str, file: TextIO | None = None) -> None:

@@ -34,8 +34,14 @@ def effective_decay_steps(decay_steps: int, numb_steps: int) -> int:
     return decay_steps
 
 
-def exp_decay(start_lr: float, stop_lr: float, decay_steps: int, numb_steps: int,
-              decay_rate: float | None = None, scale: float = 1.0) -> ExpDecay:
+def exp_decay(
+    start_lr: float,
+    stop_lr: float,
+    decay_steps: int,
+    numb_steps: int,
+    decay_rate: float | None = None,
+    scale: float = 1.0,
+) -> ExpDecay:
     """DeePMD-kit's ``exp`` learning rate.
 
     decay_rate = exp(log(stop_lr / start_lr) / (numb_steps / decay_steps)), so that lr reaches stop_lr at

@@ -28,7 +28,7 @@ from jaxmd_dp.data.sampler import DataSampler, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
-from jaxmd_dp.geometry.stats import (sample_stat_frames, sample_stat_indices)
+from jaxmd_dp.geometry.stats import sample_stat_frames, sample_stat_indices
 from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, stats_from_data
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir, load_trained
 from jaxmd_dp.train.parallel import WorkerBatches, Workers, worker_seed
@@ -45,12 +45,19 @@ def load_data(config: Config) -> tuple[list[System], list[System]]:
     tc = config.training
     type_map = list(config.model.type_map)
     td, vd = tc.training_data, tc.validation_data
-    train = load_systems(td.systems, type_map, set_prefix=td.set_prefix, rglob_patterns=td.rglob_patterns,
-                         min_pair_dist=td.min_pair_dist, key="training.training_data")
+    train = load_systems(
+        td.systems,
+        type_map,
+        set_prefix=td.set_prefix,
+        rglob_patterns=td.rglob_patterns,
+        min_pair_dist=td.min_pair_dist,
+        key="training.training_data",
+    )
     if vd is None:
         return train, []
-    return train, load_systems(vd.systems, type_map, set_prefix=vd.set_prefix, rglob_patterns=vd.rglob_patterns,
-                               key="training.validation_data")
+    return train, load_systems(
+        vd.systems, type_map, set_prefix=vd.set_prefix, rglob_patterns=vd.rglob_patterns, key="training.validation_data"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ 2. restart, seed
@@ -83,8 +90,14 @@ def stat_frames(config: Config, train_systems: list[System], seed: int) -> list:
     return sample_stat_indices([s.nframes for s in train_systems], sizes, config.model.data_stat_nbatch, seed)
 
 
-def scan_neighbors(systems: list[System], rcut: float, ntypes: int, log=print, rcut_smth: float | None = None,
-                   sum_frames: list | None = None) -> NeighborStats:
+def scan_neighbors(
+    systems: list[System],
+    rcut: float,
+    ntypes: int,
+    log=print,
+    rcut_smth: float | None = None,
+    sum_frames: list | None = None,
+) -> NeighborStats:
     """One pass over every frame of ``systems`` (training and validation): neighbours within ``rcut``
     per system (for ``sel: auto``), closest pairs (data check), pairs per frame (pair packing) and, with
     ``rcut_smth`` and ``sum_frames`` (the statistics' frames of the first systems), their
@@ -118,8 +131,10 @@ def restart_hyper(config: Config, ckpt_meta: dict, restart) -> ModelHyper:
     ours = ModelHyper.from_config(config.model, sel=hyper.sel if auto else None)
     if ours != hyper:
         diff = _differences(ours, hyper)
-        raise InputError(f"--restart {restart}: the checkpoint's model differs from the config's ({diff}); "
-                         "use --init-model to start a new training from it")
+        raise InputError(
+            f"--restart {restart}: the checkpoint's model differs from the config's ({diff}); "
+            "use --init-model to start a new training from it"
+        )
     return hyper
 
 
@@ -148,29 +163,34 @@ def check_min_distance(systems: list[System], min_dist: np.ndarray, rmin: float 
 
 def _differences(a: ModelHyper, b: ModelHyper) -> str:
     da, db = a.to_dict(), b.to_dict()
-    return ", ".join(f"{k}: config {da.get(k)} vs checkpoint {db.get(k)}" for k in {**da, **db}
-                     if da.get(k) != db.get(k))
+    return ", ".join(
+        f"{k}: config {da.get(k)} vs checkpoint {db.get(k)}" for k in {**da, **db} if da.get(k) != db.get(k)
+    )
 
 
 # ------------------------------------------------------------------------------------------------ 4. samplers
-def make_samplers(config: Config, train_systems: list[System], valid_systems: list[System], seed: int,
-                  workers: Workers) -> tuple[WorkerBatches, DataSampler | None]:
+def make_samplers(
+    config: Config, train_systems: list[System], valid_systems: list[System], seed: int, workers: Workers
+) -> tuple[WorkerBatches, DataSampler | None]:
     """[data parallel] The training batches, each worker drawing its own (seed offset by its worker index),
     and the validation sampler (None without validation data)."""
     tc = config.training
     td, vd = tc.training_data, tc.validation_data
     batches = workers.batches(
-        lambda w: DataSampler(train_systems, td.batch_size, td.auto_prob, td.sys_probs,
-                              seed=worker_seed(seed, w)), group_seed=seed)
+        lambda w: DataSampler(train_systems, td.batch_size, td.auto_prob, td.sys_probs, seed=worker_seed(seed, w)),
+        group_seed=seed,
+    )
     valid = None
     if vd is not None:
-        valid = DataSampler(valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs,
-                            seed=worker_seed(seed, workers.worker_ids[0]) + 1)
+        valid = DataSampler(
+            valid_systems, vd.batch_size, vd.auto_prob, vd.sys_probs, seed=worker_seed(seed, workers.worker_ids[0]) + 1
+        )
     return batches, valid
 
 
-def restore_samplers(meta: dict, batches: WorkerBatches, valid: DataSampler | None, workers: Workers, seed: int,
-                     log=print) -> None:
+def restore_samplers(
+    meta: dict, batches: WorkerBatches, valid: DataSampler | None, workers: Workers, seed: int, log=print
+) -> None:
     """A restart's samplers where the checkpoint's (``meta``) left off: [data parallel] each worker its own
     state when the worker count is the checkpoint's, else a new sequence of draws from ``seed``."""
     if meta.get("workers", 1) == workers.size:
@@ -179,13 +199,22 @@ def restore_samplers(meta: dict, batches: WorkerBatches, valid: DataSampler | No
             valid.load_state_dict(meta["valid_sampler"])
     else:
         batches.reseed(seed, int(meta["step"]), workers.worker_ids)
-        log(f"restart with {workers.size} workers (checkpoint had {meta.get('workers')}): "
-            "data sampling starts a new sequence")
+        log(
+            f"restart with {workers.size} workers (checkpoint had {meta.get('workers')}): "
+            "data sampling starts a new sequence"
+        )
 
 
 # ----------------------------------------------------------------------------------------------- 5. statistics, weights
-def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: float, seed: int,
-                  scan: NeighborStats | None = None, set_davg_zero: bool = False) -> Stats:
+def compute_stats(
+    data: DataSampler,
+    hyper: ModelHyper,
+    nbatch: int,
+    protect: float,
+    seed: int,
+    scan: NeighborStats | None = None,
+    set_davg_zero: bool = False,
+) -> Stats:
     """DeePMD-kit's statistics on ``nbatch`` sampled batches per training system: env-matrix davg/dstd per
     type, and the per-type energy bias (least squares). With a ``scan`` that summed the sampled frames'
     environment matrices (its systems begin with ``data``'s; :func:`scan_neighbors`), their sums are added
@@ -199,15 +228,25 @@ def compute_stats(data: DataSampler, hyper: ModelHyper, nbatch: int, protect: fl
         raise InputError(f"training.training_data: {e}") from None
 
 
-def logged_stats(config: Config, data: DataSampler, hyper: ModelHyper, seed: int, scan: NeighborStats | None,
-                 log=print) -> Stats:
+def logged_stats(
+    config: Config, data: DataSampler, hyper: ModelHyper, seed: int, scan: NeighborStats | None, log=print
+) -> Stats:
     """:func:`compute_stats` with the config's ``data_stat_nbatch`` and ``data_stat_protect``, its time
     and the energy bias per type logged."""
     t = time.perf_counter()
-    stats = compute_stats(data, hyper, config.model.data_stat_nbatch, config.model.data_stat_protect, seed, scan,
-                          config.model.descriptor.set_davg_zero)
-    log(f"data statistics in {time.perf_counter() - t:.1f} s; energy bias per type (eV): "
-        f"{dict(zip(hyper.type_map, np.round(np.asarray(stats.energy_bias), 4).tolist()))}")
+    stats = compute_stats(
+        data,
+        hyper,
+        config.model.data_stat_nbatch,
+        config.model.data_stat_protect,
+        seed,
+        scan,
+        config.model.descriptor.set_davg_zero,
+    )
+    log(
+        f"data statistics in {time.perf_counter() - t:.1f} s; energy bias per type (eV): "
+        f"{dict(zip(hyper.type_map, np.round(np.asarray(stats.energy_bias), 4).tolist()))}"
+    )
     return stats
 
 
@@ -216,8 +255,10 @@ def init_model_weights(init_model: str | Path, hyper: ModelHyper, log=print) -> 
     be the config's."""
     hyper0, params, stats = load_trained(init_model)
     if hyper0 != hyper:
-        raise InputError(f"{init_model}: its model hyper-parameters differ from the config's "
-                         f"(init-model needs the same descriptor and fitting net)")
+        raise InputError(
+            f"{init_model}: its model hyper-parameters differ from the config's "
+            f"(init-model needs the same descriptor and fitting net)"
+        )
     log(f"initialised weights and statistics from {init_model}")
     return params, stats
 

@@ -2,8 +2,9 @@
 packed, and the conversions that keep checkpoints in the per-weight layout.
 
 An se_e2_a model has 16-48 weight arrays on the ASC22 inputs (Cu to Al-Cu-Mg), two thirds of them of at most a
-few hundred entries (biases, ``idt``, one-row and one-column matrices; water: 22 of 32). Compiled for the CPU, every array an optimizer writes is a kernel of
-its own (XLA CPU has no multi-output fusion) and every kernel costs ~20 ms of compile, whatever its size.
+few hundred entries (biases, ``idt``, one-row and one-column matrices; water: 22 of 32). Compiled for the CPU,
+every array an optimizer writes is a kernel of its own (XLA CPU has no multi-output fusion), and every kernel
+costs compile time whatever its size.
 Adam over the packed small weights writes two moment arrays instead of two per weight: the water float32
 training step compiles 505 instead of 587 kernels (with :func:`jaxmd_dp.train.step.all_finite` on the packed
 leaves too); the packing copies a few thousand numbers a step.
@@ -47,9 +48,10 @@ def _small_dtypes(leaves) -> list:
 def pack(tree, xp=jnp) -> Packed:
     """``tree`` with its small leaves concatenated (``xp``: jax.numpy in a program, numpy on the host)."""
     leaves = jax.tree_util.tree_leaves(tree)
-    small = tuple(xp.concatenate([xp.reshape(x, (-1,)) for x in leaves
-                                  if _is_small(x) and np.dtype(x.dtype).name == d])
-                  for d in _small_dtypes(leaves))
+    small = tuple(
+        xp.concatenate([xp.reshape(x, (-1,)) for x in leaves if _is_small(x) and np.dtype(x.dtype).name == d])
+        for d in _small_dtypes(leaves)
+    )
     return Packed(tuple(x for x in leaves if not _is_small(x)), small)
 
 
@@ -66,7 +68,7 @@ def unpack(packed: Packed, like):
             continue
         d = np.dtype(x.dtype).name
         n = int(np.prod(x.shape, dtype=np.int64))
-        out.append(packed.small[dtypes.index(d)][offset[d]:offset[d] + n].reshape(x.shape))
+        out.append(packed.small[dtypes.index(d)][offset[d] : offset[d] + n].reshape(x.shape))
         offset[d] += n
     return jax.tree_util.tree_unflatten(treedef, out)
 
@@ -89,8 +91,9 @@ def pack_small_leaves(inner: optax.GradientTransformation) -> optax.GradientTran
 def unpack_state(state, params):
     """A :func:`pack_small_leaves` state in its inner optimizer's layout: each :class:`Packed` tree shaped as
     ``params`` (arrays or shapes). Host arrays (numpy) are sliced on the host, compiling nothing."""
-    return jax.tree_util.tree_map(lambda x: unpack(x, params) if isinstance(x, Packed) else x, state,
-                                  is_leaf=lambda x: isinstance(x, Packed))
+    return jax.tree_util.tree_map(
+        lambda x: unpack(x, params) if isinstance(x, Packed) else x, state, is_leaf=lambda x: isinstance(x, Packed)
+    )
 
 
 def pack_state(state, like):

@@ -8,19 +8,20 @@ training passes ``grad_reduce`` (an all-reduce mean over workers) — see :mod:`
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
-from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.model.plan import ExecutionPlan
+from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, backend_options
+from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import ExpDecay
 from jaxmd_dp.train.small_leaves import pack, pack_small_leaves
@@ -100,8 +101,9 @@ def scale_by_adam_tf(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> o
     form restarts from the other's checkpoints."""
 
     def init(params):
-        return optax.ScaleByAdamState(jnp.zeros([], jnp.int32), optax.tree.zeros_like(params),
-                                      optax.tree.zeros_like(params))
+        return optax.ScaleByAdamState(
+            jnp.zeros([], jnp.int32), optax.tree.zeros_like(params), optax.tree.zeros_like(params)
+        )
 
     def update(updates, state, params=None):
         del params
@@ -111,7 +113,7 @@ def scale_by_adam_tf(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> o
 
         def step(m, v):
             t = count.astype(m.dtype)
-            return jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (jnp.sqrt(v) + eps)
+            return jnp.sqrt(1 - b2**t) / (1 - b1**t) * m / (jnp.sqrt(v) + eps)
 
         return jax.tree_util.tree_map(step, mu, nu), optax.ScaleByAdamState(count, mu, nu)
 
@@ -122,8 +124,9 @@ ADAM_FORMS = ("pytorch", "tensorflow")
 
 
 @functools.lru_cache(maxsize=16)
-def make_optimizer(schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0,
-                   form: str = "pytorch"):
+def make_optimizer(
+    schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0, form: str = "pytorch"
+):
     """Adam (ε = 1e-8) with the learning-rate schedule. ``form``: "pytorch" (``optax.scale_by_adam``, as
     DeePMD-kit's PyTorch and JAX backends) or "tensorflow" (:func:`scale_by_adam_tf`, as its TensorFlow
     backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does.
@@ -164,8 +167,9 @@ def take_rows(batch: dict) -> dict:
     return out
 
 
-def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout,
-               params, stats: Stats, batch: dict, lr):
+def batch_loss(
+    hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout, params, stats: Stats, batch: dict, lr
+):
     """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks.
 
     The neighbour lists are built here unless the batch carries them (``nl_idx`` (nb, natoms, nnei) int,
@@ -179,8 +183,9 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
     plan = layout.plan
     kernels = plan.kernels
     if "nl_idx" in batch:  # always with merged batches (train.merge)
-        nl = neighbor.NeighborList(batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype),
-                                   None, None)
+        nl = neighbor.NeighborList(
+            batch["nl_idx"].astype(jnp.int32), batch["nl_shift"].astype(batch["coord"].dtype), None, None
+        )
         nmax = jnp.max(batch["nl_nmax"], axis=0)
     else:
         nl = neighbor.build(spec, batch["coord"], box, batch["atype"], kernels, order="any")
@@ -192,8 +197,18 @@ def batch_loss(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: Bat
             partner = pair_partners(nl.idx, nl.shift, batch["atype"], spec.sel, neighbor.holds_atoms_once(spec))
     plan = plan._replace(partner=partner)
     if layout.merged:
-        pred = predict_merged(hyper, params, stats, batch["coord"], box, batch["atype"], batch["frame"][0], nl,
-                              batch["energy"].shape[0], plan=plan)
+        pred = predict_merged(
+            hyper,
+            params,
+            stats,
+            batch["coord"],
+            box,
+            batch["atype"],
+            batch["frame"][0],
+            nl,
+            batch["energy"].shape[0],
+            plan=plan,
+        )
     else:
         pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, plan=plan)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
@@ -210,8 +225,9 @@ def all_finite(tree) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=16)
-def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, optimizer,
-                    grad_reduce: Callable | None = None):
+def make_train_step(
+    hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, optimizer, grad_reduce: Callable | None = None
+):
     """Returns ``train_step(state, stats, batch, layout) -> (state, metrics)`` (jitted, layout static).
 
     The metrics are those of the batch before the update (as DeePMD-kit's lcurve ``*_trn``), at the
@@ -238,8 +254,9 @@ def make_train_step(hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, opt
         metrics["lr"] = lr
         return TrainState(state.step + 1, params, opt_state, first_bad), metrics
 
-    return jax.jit(inline_trace(train_step), static_argnums=3, donate_argnums=0,
-                   compiler_options=train_compiler_options())
+    return jax.jit(
+        inline_trace(train_step), static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options()
+    )
 
 
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0):

@@ -44,6 +44,8 @@ def format_summary(counts: dict[str, int]) -> str:
 def format_cost(cost: dict[str, float], natoms: int, batch_size: int) -> str:
     """One line: FLOPs (and bytes) of one training step, from :func:`step_cost`."""
     flops = cost["flops"]
-    return (f"  training step ({batch_size} frame(s) x {natoms} atoms): {flops / 1e9:.3g} GFLOP"
-            + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
-            + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)")
+    return (
+        f"  training step ({batch_size} frame(s) x {natoms} atoms): {flops / 1e9:.3g} GFLOP"
+        + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
+        + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)"
+    )

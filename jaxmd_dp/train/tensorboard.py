@@ -40,8 +40,9 @@ class TBWriter:
         # event files are named events.out.tfevents.<seconds>.<host><suffix>: the sub-second suffix keeps two
         # writers started within one second (a quick restart) from sharing a file, in time order
         suffix = f".{time.time_ns() % 10**9:09d}"
-        self._writer = SummaryWriter(logdir=str(self.logdir), purge_step=purge_step, flush_secs=flush_secs,
-                                     filename_suffix=suffix)
+        self._writer = SummaryWriter(
+            logdir=str(self.logdir), purge_step=purge_step, flush_secs=flush_secs, filename_suffix=suffix
+        )
 
     def scalars(self, step: int, values: dict) -> None:
         """Write ``{tag: value}`` at ``step``; values are numbers (Python, numpy or 0-d jax arrays).
@@ -55,8 +56,9 @@ class TBWriter:
             if math.isfinite(v):
                 self._writer.add_scalar(str(tag), v, int(step))
 
-    def metrics(self, step: int, train: dict, valid: dict | None = None, lr: float | None = None,
-                step_time: float | None = None) -> None:
+    def metrics(
+        self, step: int, train: dict, valid: dict | None = None, lr: float | None = None, step_time: float | None = None
+    ) -> None:
         """The learning-curve numbers of one display step: ``train``/``valid`` dicts as written to lcurve.out
         (``rmse``, ``rmse_e``, ...), the learning rate and the mean wall time per step (s)."""
         values = {f"{k}/trn": v for k, v in train.items()}

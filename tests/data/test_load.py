@@ -29,7 +29,7 @@ def cu_system(dst: Path, sets=(12, 8), prefix: str = "set", first: int = 0, clos
     src = require(CU)
     dst.mkdir(parents=True)
     shutil.copy(src / "type.raw", dst / "type.raw")
-    arrays = {k: np.load(src / "set.000" / f"{k}.npy")[first:first + sum(sets)].astype(np.float64) for k in LABELS}
+    arrays = {k: np.load(src / "set.000" / f"{k}.npy")[first : first + sum(sets)].astype(np.float64) for k in LABELS}
     for frame, dist in (close or {}).items():
         c = arrays["coord"][frame].reshape(-1, 3)
         c[1] = c[0] + np.array([dist, 0.0, 0.0])
@@ -39,7 +39,7 @@ def cu_system(dst: Path, sets=(12, 8), prefix: str = "set", first: int = 0, clos
         d = dst / f"{prefix}.{k:03d}"
         d.mkdir()
         for name, a in arrays.items():
-            np.save(d / f"{name}.npy", a[start:start + n])
+            np.save(d / f"{name}.npy", a[start : start + n])
         start += n
     return dst
 
@@ -70,8 +70,13 @@ def test_set_prefix_in_a_searched_directory(tmp_path):
 # ----------------------------------------------------------------------------- rglob_patterns
 def _tree(root: Path) -> None:
     """Systems where DeePMD-kit's iterations keep them, and two more that the patterns below leave out."""
-    for d in ("iter.000000/02.fp/data.000", "iter.000001/02.fp/data.003", "iter.000001/02.fp/data.001",
-              "iter.000001/01.model/scratch", "other/sys"):
+    for d in (
+        "iter.000000/02.fp/data.000",
+        "iter.000001/02.fp/data.003",
+        "iter.000001/02.fp/data.001",
+        "iter.000001/01.model/scratch",
+        "other/sys",
+    ):
         (root / d).mkdir(parents=True)
         (root / d / "type.raw").write_text("0\n")
     (root / "iter.000001" / "02.fp" / "data.notes").mkdir()  # matches a pattern, holds no type.raw

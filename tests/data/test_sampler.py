@@ -25,8 +25,9 @@ from jaxmd_dp.data.system import System, load_system  # noqa: E402
 from jaxmd_dp.errors import InputError  # noqa: E402
 
 
-def fake_system(nframes: int, natoms: int = 3, pbc: bool = True, virial: bool = False,
-                path: str = "sys", sets: tuple[int, ...] = ()) -> System:
+def fake_system(
+    nframes: int, natoms: int = 3, pbc: bool = True, virial: bool = False, path: str = "sys", sets: tuple[int, ...] = ()
+) -> System:
     """In-memory system whose energy of frame i is i (to identify frames in batches)."""
     coord = np.arange(nframes * natoms * 3, dtype=np.float64).reshape(nframes, natoms, 3)
     return System(

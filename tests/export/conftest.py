@@ -15,9 +15,17 @@ import sys
 
 import numpy as np
 import pytest
-
-from deepmd_cases import (BACK_CASE, HERE, TRAINED, YAML_CASE, Case, DeepmdKitRun, deepmd_kit_env, train_small,
-                          write_system)
+from deepmd_cases import (
+    BACK_CASE,
+    HERE,
+    TRAINED,
+    YAML_CASE,
+    Case,
+    DeepmdKitRun,
+    deepmd_kit_env,
+    train_small,
+    write_system,
+)
 from fixture_models import FIXTURES, fixture_dir, load_fixture
 
 
@@ -36,8 +44,7 @@ def cases(tmp_path_factory) -> dict[str, Case]:
     result = {}
     for name, (hyper, params, stats, coord, box, atype) in out.items():
         ours = Model(hyper, params, stats).predict(coord, box, atype)
-        result[name] = Case(name, hyper, params, stats, coord, box, atype,
-                            type(ours)(*(np.asarray(x) for x in ours)))
+        result[name] = Case(name, hyper, params, stats, coord, box, atype, type(ours)(*(np.asarray(x) for x in ours)))
     return result
 
 
@@ -54,21 +61,30 @@ def deepmd_kit(cases, tmp_path_factory) -> DeepmdKitRun:
         system = str(write_system(d / "system", case))
         for sub in ("np", "tf"):
             (d / sub).mkdir()
-        jobs += [{"dp": ["test", "-m", str(d / "model.dp"), "-s", system, "-d", str(d / "np" / "detail")]},
-                 {"dp": ["convert-backend", str(d / "model.dp"), str(d / "model.pb")]},
-                 {"dp": ["test", "-m", str(d / "model.pb"), "-s", system, "-d", str(d / "tf" / "detail")]},
-                 {"eval": str(d / "model.pb"), "system": system, "out": str(d / "tf" / "atomic.npz")}]
+        jobs += [
+            {"dp": ["test", "-m", str(d / "model.dp"), "-s", system, "-d", str(d / "np" / "detail")]},
+            {"dp": ["convert-backend", str(d / "model.dp"), str(d / "model.pb")]},
+            {"dp": ["test", "-m", str(d / "model.pb"), "-s", system, "-d", str(d / "tf" / "detail")]},
+            {"eval": str(d / "model.pb"), "system": system, "out": str(d / "tf" / "atomic.npz")},
+        ]
     d = root / YAML_CASE
     case = cases[YAML_CASE]
     save_deepmd(d / "model.yaml", case.hyper, case.params, case.stats)
     (d / "yaml").mkdir()
-    jobs.append({"dp": ["test", "-m", str(d / "model.yaml"), "-s", str(d / "system"), "-d", str(d / "yaml" / "detail")]})
+    jobs.append(
+        {"dp": ["test", "-m", str(d / "model.yaml"), "-s", str(d / "system"), "-d", str(d / "yaml" / "detail")]}
+    )
     jobs.append({"dp": ["convert-backend", str(root / BACK_CASE / "model.pb"), str(root / BACK_CASE / "back.dp")]})
     for name in ("water_se_e2_a", "water_pairnets"):
         jobs.append({"layout": str(fixture_dir(name) / "out.json"), "out": str(root / name / "layout.json")})
     (root / "jobs.json").write_text(json.dumps(jobs, indent=1))
-    run = subprocess.run([sys.executable, str(HERE / "deepmd_kit_run.py"), str(root / "jobs.json")],
-                         capture_output=True, text=True, env=deepmd_kit_env(), timeout=1800)
+    run = subprocess.run(
+        [sys.executable, str(HERE / "deepmd_kit_run.py"), str(root / "jobs.json")],
+        capture_output=True,
+        text=True,
+        env=deepmd_kit_env(),
+        timeout=1800,
+    )
     if run.returncode != 0:
         pytest.fail(f"DeePMD-kit failed (status {run.returncode}):\n{run.stderr[-3000:]}", pytrace=False)
     return DeepmdKitRun(root)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fixture_models import FIXTURES
 from shared_paths import require
 
@@ -47,17 +46,36 @@ def train_small(tos: bool, precision: str, out: Path):
     from jaxmd_dp.train import Trainer
 
     water = require("water")
-    cfg = config_from_dict({
-        "model": {"type_map": ["O", "H"],
-                  "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
-                                 "axis_neuron": 2, "type_one_side": tos, "resnet_dt": True, "precision": precision,
-                                 "seed": 1},
-                  "fitting_net": {"neuron": [8, 8], "resnet_dt": True, "precision": precision, "seed": 1},
-                  "data_stat_nbatch": 1},
-        "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-4, "decay_steps": 2},
-        "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},
-        "training": {"training_data": {"systems": [str(water / "data_0")], "batch_size": 1},
-                     "numb_steps": 4, "seed": 7, "disp_freq": 4, "save_freq": 4}})
+    cfg = config_from_dict(
+        {
+            "model": {
+                "type_map": ["O", "H"],
+                "descriptor": {
+                    "type": "se_e2_a",
+                    "sel": [46, 92],
+                    "rcut": 6.0,
+                    "rcut_smth": 0.5,
+                    "neuron": [4, 8],
+                    "axis_neuron": 2,
+                    "type_one_side": tos,
+                    "resnet_dt": True,
+                    "precision": precision,
+                    "seed": 1,
+                },
+                "fitting_net": {"neuron": [8, 8], "resnet_dt": True, "precision": precision, "seed": 1},
+                "data_stat_nbatch": 1,
+            },
+            "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-4, "decay_steps": 2},
+            "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},
+            "training": {
+                "training_data": {"systems": [str(water / "data_0")], "batch_size": 1},
+                "numb_steps": 4,
+                "seed": 7,
+                "disp_freq": 4,
+                "save_freq": 4,
+            },
+        }
+    )
     trainer = Trainer(cfg, out, log=lambda *a: None)
     trainer.fit()
     model = trainer.model
@@ -87,8 +105,14 @@ def write_system(path: Path, case: Case) -> Path:
 
 
 def deepmd_kit_env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-            "DP_INTRA_OP_PARALLELISM_THREADS": "1", "DP_INTER_OP_PARALLELISM_THREADS": "1"}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "CUDA_VISIBLE_DEVICES": "",
+        "DP_INTRA_OP_PARALLELISM_THREADS": "1",
+        "DP_INTER_OP_PARALLELISM_THREADS": "1",
+    }
 
 
 def venv_tool(name: str) -> Path:
@@ -110,6 +134,4 @@ class DeepmdKitRun:
         """DeePMD-kit's predictions from ``dp test -d`` (backend "np": model.dp, "tf": model.pb, "yaml"),
         kind "e" (nf,), "f" (nf·natoms, 3) or "v" (nf, 9)."""
         data = np.loadtxt(self.root / name / backend / f"detail.{kind}.out", ndmin=2)
-        return data[:, data.shape[1] // 2:]
-
-
+        return data[:, data.shape[1] // 2 :]

@@ -43,8 +43,13 @@ def evaluate(model: str, system: str, out: str) -> None:
     coord = np.load(s / "set.000" / "coord.npy")
     box = np.load(s / "set.000" / "box.npy") if (s / "set.000" / "box.npy").exists() else None
     e, f, v, ae, _ = DeepPot(model).eval(coord, box, atype, atomic=True)
-    np.savez(out, energy=e.reshape(-1), force=f.reshape(len(coord), -1, 3), virial=v.reshape(-1, 9),
-             atom_energy=ae.reshape(len(coord), -1))
+    np.savez(
+        out,
+        energy=e.reshape(-1),
+        force=f.reshape(len(coord), -1, 3),
+        virial=v.reshape(-1, 9),
+        atom_energy=ae.reshape(len(coord), -1),
+    )
 
 
 def main() -> None:

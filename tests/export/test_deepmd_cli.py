@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxmd_dp.cli import convert_deepmd, freeze, test as dptest
+from jaxmd_dp.cli import convert_deepmd, freeze
+from jaxmd_dp.cli import test as dptest
 from jaxmd_dp.cli.util import run_cli
 from jaxmd_dp.model.io import load_model, save_model
 
@@ -44,8 +45,11 @@ def test_test_command_on_a_dp_file(model_dir, cases, tmp_path, capsys):
     system = write_system(tmp_path / "system", cases[CASE])  # labels: our own predictions
     capsys.readouterr()
     assert run_cli(dptest.main, ["-m", str(out), "-s", str(system)]) == 0
-    rmse = [float(line.split(":")[1].split()[0]) for line in capsys.readouterr().out.splitlines()
-            if "Energy RMSE        :" in line or "Force  RMSE        :" in line]
+    rmse = [
+        float(line.split(":")[1].split()[0])
+        for line in capsys.readouterr().out.splitlines()
+        if "Energy RMSE        :" in line or "Force  RMSE        :" in line
+    ]
     assert rmse and max(rmse) < 1e-9, rmse
 
 

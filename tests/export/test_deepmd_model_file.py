@@ -12,9 +12,9 @@ import jax
 import numpy as np
 import pytest
 import yaml
-
 from deepmd_cases import BACK_CASE, CASES, YAML_CASE
 from fixture_models import max_rel
+
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.deepmd_file import load_deepmd, read_deepmd_file, save_deepmd, to_deepmd_dict, write_deepmd_file
 from jaxmd_dp.model.trained import Model
@@ -61,10 +61,12 @@ def test_tensorflow_backend_predictions(cases, deepmd_kit, name):
     case = cases[name]
     nf = len(case.coord)
     atomic = np.load(deepmd_kit.dir(name) / "tf" / "atomic.npz")
-    got = {"energy": deepmd_kit.detail(name, "tf", "e")[:, 0],
-           "force": deepmd_kit.detail(name, "tf", "f").reshape(nf, -1, 3),
-           "virial": deepmd_kit.detail(name, "tf", "v").reshape(nf, 9),
-           "atom_energy": atomic["atom_energy"]}
+    got = {
+        "energy": deepmd_kit.detail(name, "tf", "e")[:, 0],
+        "force": deepmd_kit.detail(name, "tf", "f").reshape(nf, -1, 3),
+        "virial": deepmd_kit.detail(name, "tf", "v").reshape(nf, 9),
+        "atom_energy": atomic["atom_energy"],
+    }
     for key, value in got.items():
         err = max_rel(value, getattr(case.ours, key))
         print(f"{name} model.pb {key} max rel {err:.2e}")
@@ -157,31 +159,34 @@ def _altered(data, change):
     return d
 
 
-@pytest.mark.parametrize("change,words", [
-    (lambda m: m["descriptor"].update(type="se_e2_r"), "descriptor 'se_e2_r'"),
-    (lambda m: m["descriptor"].update(type="dpa1"), "only se_e2_a"),
-    (lambda m: m["fitting"].update(type="dipole"), "fitting 'dipole'"),
-    (lambda m: m.update(type="linear_ener"), "'linear_ener' model"),
-    (lambda m: m.update(type="zbl"), "'zbl' model"),
-    (lambda m: m.update(atom_exclude_types=[1]), "model.atom_exclude_types is [1]"),
-    (lambda m: m.update(pair_exclude_types=[[0, 1]]), "model.pair_exclude_types"),
-    (lambda m: m["descriptor"].update(exclude_types=[[0, 1]]), "descriptor.exclude_types"),
-    (lambda m: m["descriptor"].update(env_protection=1e-3), "descriptor.env_protection"),
-    (lambda m: m["descriptor"]["env_mat"].update(use_exp_switch=True), "exponential switch"),
-    (lambda m: m["descriptor"].update(compress={"@variables": {}}, **{"@version": 3}), "compressed"),
-    (lambda m: m["fitting"].update(numb_fparam=2), "fitting.numb_fparam is 2: frame parameters"),
-    (lambda m: m["fitting"].update(numb_aparam=1), "atomic parameters"),
-    (lambda m: m["fitting"].update(atom_ener=[1.5, None]), "fitting.atom_ener"),
-    (lambda m: m["fitting"].update(mixed_types=True), "one fitting net for all types"),
-    (lambda m: m["fitting"].update(spin={"use_spin": [True, False]}), "fitting.spin"),
-    (lambda m: m["fitting"].update(dim_case_embd=3), "case embeddings"),
-    (lambda m: m["fitting"].update(trainable=[True, False, True]), "frozen (untrainable) layers"),
-    (lambda m: m["descriptor"].update(activation_function="swish"), "model.descriptor.activation_function"),
-    (lambda m: m["descriptor"].update(**{"@version": 9}), "layout version 9"),
-    (lambda m: m["descriptor"].update(sel=[40, 92]), "davg/dstd have shape (2, 138, 4)"),
-    (lambda m: m["descriptor"].update(type_one_side=False), "expected 4 nets"),
-    (lambda m: m["descriptor"]["embeddings"]["networks"][0]["layers"].pop(), "has 1 layers, expected 2"),
-])
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        (lambda m: m["descriptor"].update(type="se_e2_r"), "descriptor 'se_e2_r'"),
+        (lambda m: m["descriptor"].update(type="dpa1"), "only se_e2_a"),
+        (lambda m: m["fitting"].update(type="dipole"), "fitting 'dipole'"),
+        (lambda m: m.update(type="linear_ener"), "'linear_ener' model"),
+        (lambda m: m.update(type="zbl"), "'zbl' model"),
+        (lambda m: m.update(atom_exclude_types=[1]), "model.atom_exclude_types is [1]"),
+        (lambda m: m.update(pair_exclude_types=[[0, 1]]), "model.pair_exclude_types"),
+        (lambda m: m["descriptor"].update(exclude_types=[[0, 1]]), "descriptor.exclude_types"),
+        (lambda m: m["descriptor"].update(env_protection=1e-3), "descriptor.env_protection"),
+        (lambda m: m["descriptor"]["env_mat"].update(use_exp_switch=True), "exponential switch"),
+        (lambda m: m["descriptor"].update(compress={"@variables": {}}, **{"@version": 3}), "compressed"),
+        (lambda m: m["fitting"].update(numb_fparam=2), "fitting.numb_fparam is 2: frame parameters"),
+        (lambda m: m["fitting"].update(numb_aparam=1), "atomic parameters"),
+        (lambda m: m["fitting"].update(atom_ener=[1.5, None]), "fitting.atom_ener"),
+        (lambda m: m["fitting"].update(mixed_types=True), "one fitting net for all types"),
+        (lambda m: m["fitting"].update(spin={"use_spin": [True, False]}), "fitting.spin"),
+        (lambda m: m["fitting"].update(dim_case_embd=3), "case embeddings"),
+        (lambda m: m["fitting"].update(trainable=[True, False, True]), "frozen (untrainable) layers"),
+        (lambda m: m["descriptor"].update(activation_function="swish"), "model.descriptor.activation_function"),
+        (lambda m: m["descriptor"].update(**{"@version": 9}), "layout version 9"),
+        (lambda m: m["descriptor"].update(sel=[40, 92]), "davg/dstd have shape (2, 138, 4)"),
+        (lambda m: m["descriptor"].update(type_one_side=False), "expected 4 nets"),
+        (lambda m: m["descriptor"]["embeddings"]["networks"][0]["layers"].pop(), "has 1 layers, expected 2"),
+    ],
+)
 def test_refused_with_one_line(small, tmp_path, change, words):
     assert words in _refusal(tmp_path, _altered(small, change))
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from deepmd_cases import deepmd_kit_env, venv_tool
 from fixture_models import max_rel
-from jaxmd_dp.model.trained import Model
 from shared_paths import require
+
+from jaxmd_dp.model.trained import Model
 
 EXAMPLE = Path(__file__).absolute().parents[2] / "examples" / "lammps"
 STEPS = 20
@@ -36,7 +36,7 @@ def _dump_step0(text: str) -> np.ndarray:
     lines = text.splitlines()
     assert lines[1].strip() == "0"
     natoms = int(lines[3])
-    return np.array([[float(x) for x in ln.split()] for ln in lines[9:9 + natoms]])
+    return np.array([[float(x) for x in ln.split()] for ln in lines[9 : 9 + natoms]])
 
 
 def test_nve_water_in_lammps(cases, deepmd_kit, tmp_path):
@@ -44,10 +44,26 @@ def test_nve_water_in_lammps(cases, deepmd_kit, tmp_path):
     lmp = venv_tool("lmp")
     shutil.copy(EXAMPLE / "in.water", tmp_path)
     shutil.copy(deepmd_kit.dir("water_se_e2_a") / "model.pb", tmp_path / "model.pb")
-    subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(require("water") / "data_3"), "0",
-                    "-o", str(tmp_path / "water.data")], check=True, capture_output=True)
-    run = subprocess.run([str(lmp), "-in", "in.water", "-var", "steps", str(STEPS)], cwd=tmp_path,
-                         capture_output=True, text=True, env=deepmd_kit_env(), timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE / "make_data.py"),
+            str(require("water") / "data_3"),
+            "0",
+            "-o",
+            str(tmp_path / "water.data"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    run = subprocess.run(
+        [str(lmp), "-in", "in.water", "-var", "steps", str(STEPS)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=deepmd_kit_env(),
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
     thermo = _thermo((tmp_path / "log.lammps").read_text())
@@ -60,14 +76,16 @@ def test_nve_water_in_lammps(cases, deepmd_kit, tmp_path):
     data = (tmp_path / "water.data").read_text().splitlines()
     box = np.diag([float(ln.split()[1]) for ln in data if ln.endswith(("xlo xhi", "ylo yhi", "zlo zhi"))])
     first = data.index("Atoms # atomic") + 2
-    rows = np.array([[float(x) for x in ln.split()] for ln in data[first:first + natoms]])
+    rows = np.array([[float(x) for x in ln.split()] for ln in data[first : first + natoms]])
     ours = Model(case.hyper, case.params, case.stats).predict(rows[:, 2:5], box, rows[:, 1].astype(int) - 1)
 
     e_err = abs(thermo[0, 1] - float(ours.energy)) / abs(float(ours.energy))
     f_err = max_rel(atoms[:, 5:8], ours.force)
     drift = np.max(np.abs(thermo[:, 3] - thermo[0, 3])) / natoms
-    print(f"LAMMPS step 0: energy max rel {e_err:.2e}, forces max rel {f_err:.2e}; "
-          f"total-energy drift over {STEPS} steps {drift:.2e} eV/atom")
+    print(
+        f"LAMMPS step 0: energy max rel {e_err:.2e}, forces max rel {f_err:.2e}; "
+        f"total-energy drift over {STEPS} steps {drift:.2e} eV/atom"
+    )
     assert e_err <= 1e-8
     assert f_err <= 1e-8
     assert drift < 1e-4

@@ -24,12 +24,18 @@ def test_values_and_derivatives_are_those_of_x():
     t = jnp.ones_like(x)
     np.testing.assert_allclose(jax.jvp(got, (x,), (t,))[1], jax.jvp(ref, (x,), (t,))[1], rtol=0, atol=1e-13)
     # reverse over forward, as the training step differentiates the forces in the weights
-    np.testing.assert_allclose(jax.grad(lambda z: jax.jvp(got, (z,), (t,))[1])(x),
-                               jax.grad(lambda z: jax.jvp(ref, (z,), (t,))[1])(x), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(
+        jax.grad(lambda z: jax.jvp(got, (z,), (t,))[1])(x),
+        jax.grad(lambda z: jax.jvp(ref, (z,), (t,))[1])(x),
+        rtol=0,
+        atol=1e-13,
+    )
 
 
-@pytest.mark.parametrize("x", [np.array([[True, False], [False, True]]), np.arange(6, dtype=np.int32),
-                               np.array([np.nan, 1.0]), np.zeros((0, 3))])
+@pytest.mark.parametrize(
+    "x",
+    [np.array([[True, False], [False, True]]), np.arange(6, dtype=np.int32), np.array([np.nan, 1.0]), np.zeros((0, 3))],
+)
 def test_any_dtype_nan_and_empty(x):
     got = jax.jit(computed_once)(jnp.asarray(x))
     assert got.dtype == x.dtype and got.shape == x.shape
@@ -47,9 +53,10 @@ def test_xla_keeps_the_loop_that_holds_x():
         d = x[idx] - x[:, None, :]  # a gather, as the pair vectors
         d = computed_once(d) if once else d
         r = jnp.sqrt(jnp.sum(d * d, axis=-1))
-        return jnp.stack([d[..., 0] / r, d[..., 1] / r ** 2, d[..., 2] / r ** 3], axis=-1)
+        return jnp.stack([d[..., 0] / r, d[..., 1] / r**2, d[..., 2] / r**3], axis=-1)
 
     hlo = jax.jit(f, static_argnums=2).lower(x, idx, True).compile().as_text()
     assert len(re.findall(r"\swhile\(", hlo)) == 1
-    np.testing.assert_allclose(jax.jit(f, static_argnums=2)(x, idx, True), jax.jit(f, static_argnums=2)(x, idx, False),
-                               rtol=1e-14, atol=0)
+    np.testing.assert_allclose(
+        jax.jit(f, static_argnums=2)(x, idx, True), jax.jit(f, static_argnums=2)(x, idx, False), rtol=1e-14, atol=0
+    )

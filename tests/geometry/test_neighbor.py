@@ -167,7 +167,7 @@ def check_all(nl, coord, box, atype, rcut, sel):
         check_frame(nl, f, coord[f], None if box is None else np.asarray(box)[f], atype[f], rcut, sel)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit_build(spec):
     return jax.jit(functools.partial(build, spec))
 
@@ -391,7 +391,7 @@ def test_jit_spec_reused_on_other_geometries():
         # other geometries: a rescaled (slightly larger, no thinner anywhere) and re-tilted box, new atoms
         box_b = box_a * 1.05 + rng.uniform(-0.02, 0.02, (2, 3, 3)) * L
         assert np.all(spec_widths(box_b).min(axis=0) >= spec_widths(box_a).min(axis=0))
-        for trial in range(2):
+        for _ in range(2):
             coord_b = np.einsum("fni,fij->fnj", rng.uniform(-1, 2, (2, natoms, 3)), box_b)
             nl = fn(coord_b, box_b, atype)
             check_all(nl, coord_b, box_b, atype, rcut, sel)
@@ -423,16 +423,19 @@ def assert_same_sections(a, b, sel):
     for t in range(len(sel)):
         keys = []
         for nl in (a, b):
-            idx = np.asarray(nl.idx)[..., sec[t]:sec[t + 1]]
-            sh = np.rint(np.asarray(nl.shift)[..., sec[t]:sec[t + 1], :]).astype(int)
+            idx = np.asarray(nl.idx)[..., sec[t] : sec[t + 1]]
+            sh = np.rint(np.asarray(nl.shift)[..., sec[t] : sec[t + 1], :]).astype(int)
             key = ((idx * 7 + sh[..., 0] + 3) * 7 + sh[..., 1] + 3) * 7 + sh[..., 2] + 3
             keys.append(np.sort(np.where(idx >= 0, key, -1), axis=-1))
         np.testing.assert_array_equal(keys[0], keys[1])
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("sel", [(40, 60), (5, 9), (100,), (12,), (30, 30, 40), (3, 4, 5)],
-                         ids=["sel_ample", "sel_tight", "one_ample", "one_tight", "three_ample", "three_tight"])
+@pytest.mark.parametrize(
+    "sel",
+    [(40, 60), (5, 9), (100,), (12,), (30, 30, 40), (3, 4, 5)],
+    ids=["sel_ample", "sel_tight", "one_ample", "one_tight", "three_ample", "three_tight"],
+)
 def test_order_any_same_neighbours(method, sel):
     """order="any" (the training step's sort-free list) holds the same neighbours in every type group as
     the nearest-first list, and equals it exactly when some type overflows its sel (nearest kept); with
@@ -555,7 +558,9 @@ def test_minimage_candidates_for_env_stats():
     natoms, rcut, sel = 40, 2.5, (30, 30)
     coord, box = wide_triclinic(rng, natoms, 2, rcut)
     atype = np.broadcast_to(random_types(rng, natoms), (2, natoms))
-    got, want = (candidates(allocate(coord, box, rcut, sel, method=m), coord, box, atype) for m in ("minimage", "brute"))
+    got, want = (
+        candidates(allocate(coord, box, rcut, sel, method=m), coord, box, atype) for m in ("minimage", "brute")
+    )
     np.testing.assert_array_equal(np.asarray(got.nneigh), np.asarray(want.nneigh))
     for c in (got, want):
         assert np.asarray(c.valid).any()

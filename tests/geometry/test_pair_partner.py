@@ -5,8 +5,8 @@ its own images) and on a list cut short by sel."""
 import jax
 import numpy as np
 import pytest
-
 from fixture_models import load_fixture
+
 from jaxmd_dp.geometry.neighbor import allocate, build, holds_atoms_once
 from jaxmd_dp.geometry.pair_partner import pair_partners, section_partners
 
@@ -41,8 +41,11 @@ def test_partners_are_the_reverse_pairs(name):
         assert np.array_equal(flat[flat[has]], np.flatnonzero(has))  # an involution
         assert np.all(part[f][idx[f] < 0] == -1)
     if name == "cu_virial":  # small cells: some atom holds two images of one neighbour
-        assert any(len(set(idx[f, i][idx[f, i] >= 0].tolist())) < int((idx[f, i] >= 0).sum())
-                   for f in range(nf) for i in range(n))
+        assert any(
+            len(set(idx[f, i][idx[f, i] >= 0].tolist())) < int((idx[f, i] >= 0).sum())
+            for f in range(nf)
+            for i in range(n)
+        )
 
 
 def test_partners_of_a_list_cut_short_by_sel():

@@ -8,15 +8,18 @@ import pytest
 from jaxmd_dp.geometry.running_count import running_count
 
 
-@pytest.mark.parametrize("shape, block, density", [
-    ((3, 1000), 64, 0.1),  # a row not a multiple of the block: padded
-    ((2, 5, 96), 32, 0.5),  # leading axes, whole blocks
-    ((4, 7), 64, 0.7),  # shorter than one block
-    ((1, 1), 64, 1.0),
-    ((2, 20000), 64, 1.0),  # all True: counts far past one block, past float16/bfloat16 integers
-    ((3, 300), 2, 0.3),  # blocks of two: nine levels
-    ((2, 1000), 4, 0.5),  # block totals counted in blocks again, four levels deep
-])
+@pytest.mark.parametrize(
+    "shape, block, density",
+    [
+        ((3, 1000), 64, 0.1),  # a row not a multiple of the block: padded
+        ((2, 5, 96), 32, 0.5),  # leading axes, whole blocks
+        ((4, 7), 64, 0.7),  # shorter than one block
+        ((1, 1), 64, 1.0),
+        ((2, 20000), 64, 1.0),  # all True: counts far past one block, past float16/bfloat16 integers
+        ((3, 300), 2, 0.3),  # blocks of two: nine levels
+        ((2, 1000), 4, 0.5),  # block totals counted in blocks again, four levels deep
+    ],
+)
 def test_equals_cumsum(shape, block, density):
     mask = np.random.default_rng(3).random(shape) < density
     got = jax.jit(lambda m: running_count(m, block))(jnp.asarray(mask))

@@ -33,9 +33,13 @@ WATER = ("O", "H")
 
 def se_a_hyper(type_map, sel, rcut, rcut_smth) -> ModelHyper:
     """An se_e2_a model of these neighbour-list needs, DeePMD-kit's defaults for the rest."""
-    return ModelHyper.from_deepmd({"type_map": list(type_map), "fitting_net": {},
-                                   "descriptor": {"type": "se_e2_a", "sel": list(sel), "rcut": rcut,
-                                                  "rcut_smth": rcut_smth}})
+    return ModelHyper.from_deepmd(
+        {
+            "type_map": list(type_map),
+            "fitting_net": {},
+            "descriptor": {"type": "se_e2_a", "sel": list(sel), "rcut": rcut, "rcut_smth": rcut_smth},
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- numpy reference
@@ -275,8 +279,10 @@ def test_energy_bias_singular_single_type_and_absent_type():
     c = np.array([4.0, 8.0])
     np.testing.assert_allclose(b, c * e.mean() / (c @ c), atol=1e-12)
     # one type: Σ nE / Σ n²
-    one = [{"atype": np.zeros(4, np.int32), "energy": e, "find_energy": 1.0},
-           {"atype": np.zeros(6, np.int32), "energy": np.array([-20.0]), "find_energy": 1.0}]
+    one = [
+        {"atype": np.zeros(4, np.int32), "energy": e, "find_energy": 1.0},
+        {"atype": np.zeros(6, np.int32), "energy": np.array([-20.0]), "find_energy": 1.0},
+    ]
     n = np.array([4, 4, 4, 6.0])
     ee = np.append(e, -20.0)
     np.testing.assert_allclose(energy_bias(one, 1), [n @ ee / (n @ n)], atol=1e-12)
@@ -291,9 +297,15 @@ def test_energy_bias_singular_single_type_and_absent_type():
 def _system(nf, na, seed):
     rng = np.random.default_rng(seed)
     return System(
-        path=f"s{seed}", atype=np.zeros(na, np.int32), pbc=True, coord=rng.random((nf, na, 3)) * 5,
-        box=np.repeat(np.eye(3)[None] * 5, nf, 0), energy=np.arange(nf, dtype=float) + 100 * seed,
-        force=None, virial=None, set_nframes=(nf,),
+        path=f"s{seed}",
+        atype=np.zeros(na, np.int32),
+        pbc=True,
+        coord=rng.random((nf, na, 3)) * 5,
+        box=np.repeat(np.eye(3)[None] * 5, nf, 0),
+        energy=np.arange(nf, dtype=float) + 100 * seed,
+        force=None,
+        virial=None,
+        set_nframes=(nf,),
     )
 
 
@@ -374,23 +386,28 @@ def test_stats_agree_with_deepmd_fixture(name):
     tol_rel = np.maximum(0.02, 4 * np.sqrt(2) * se_env / np.abs(ref))
     dbias = np.abs(bias - ref_bias)
     tol_bias = np.maximum(1e-3, 4 * np.sqrt(2) * se_bias)
-    print(f"\n{name}: rel diff [davg_s, dstd_s, dstd_a] per type {rel.tolist()} (tol {tol_rel.tolist()}); "
-          f"bias diff {dbias.tolist()} eV (tol {tol_bias.tolist()})")
+    print(
+        f"\n{name}: rel diff [davg_s, dstd_s, dstd_a] per type {rel.tolist()} (tol {tol_rel.tolist()}); "
+        f"bias diff {dbias.tolist()} eV (tol {tol_bias.tolist()})"
+    )
     assert np.all(rel <= tol_rel), (rel, tol_rel)
     assert np.all(dbias <= tol_bias), (dbias, tol_bias)
     if name == "water_se_e2_a":  # the sampling noise is small here: the plain 2 % holds with room
         assert np.all(rel < 0.005), rel
 
 
-@pytest.mark.parametrize("data,names,sel,cut,all_summed", [
-    ("water", ["data_0", "data_1"], (46, 92), (6.0, 0.5), True),  # 232 frames not sampled: all summed
-    ("nopbc_cho_combustion", ["C1H4O2", "C3H3O4", "C4H3O1"], (16, 16, 16), (5.0, 1.0), False),  # 1,562 frames
-])
+@pytest.mark.parametrize(
+    "data,names,sel,cut,all_summed",
+    [
+        ("water", ["data_0", "data_1"], (46, 92), (6.0, 0.5), True),  # 232 frames not sampled: all summed
+        ("nopbc_cho_combustion", ["C1H4O2", "C3H3O4", "C4H3O1"], (16, 16, 16), (5.0, 1.0), False),  # 1,562 frames
+    ],
+)
 def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed, monkeypatch):
     """The trainer's one pass: the neighbour scan sums the statistics' frames (sample_stat_indices) and
     scanned_sums adds them up as env_mat_sums does in its own pass; frames it did not sum give None."""
-    from jaxmd_dp.geometry.stats import sample_stat_indices, scanned_sums
     from jaxmd_dp.geometry.neighbor_stat import neighbor_stat
+    from jaxmd_dp.geometry.stats import sample_stat_indices, scanned_sums
 
     root = require(data)
     types = list(WATER) if data == "water" else ["C", "H", "O"]
@@ -403,12 +420,15 @@ def test_neighbor_scan_sums_equal_env_mat_sums(data, names, sel, cut, all_summed
     assert [list(f["frames"]) for f in frames] == [list(i) for i in idx]
     want = env_mat_sums(frames, hyper)
     np.testing.assert_allclose(scanned_sums(frames, scan.env_sums_per_system, hyper.nnei), want, rtol=1e-12)
-    other = [make_batch(s, np.setdiff1d(np.arange(s.nframes), f["frames"])[:2], k)
-             for k, (f, s) in enumerate(zip(frames, systems))]
+    other = [
+        make_batch(s, np.setdiff1d(np.arange(s.nframes), f["frames"])[:2], k)
+        for k, (f, s) in enumerate(zip(frames, systems))
+    ]
     if all_summed:  # few frames outside the sample (≤ SUM_ALL_FRAMES): all summed, one compile
         assert np.isfinite(scan.env_sums_per_system[0]).all()
-        np.testing.assert_allclose(scanned_sums(other, scan.env_sums_per_system, hyper.nnei),
-                                   env_mat_sums(other, hyper), rtol=1e-12)
+        np.testing.assert_allclose(
+            scanned_sums(other, scan.env_sums_per_system, hyper.nnei), env_mat_sums(other, hyper), rtol=1e-12
+        )
     else:
         assert scanned_sums(other, scan.env_sums_per_system, hyper.nnei) is None
     import jaxmd_dp.geometry.neighbor_stat as ns

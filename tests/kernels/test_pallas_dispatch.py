@@ -13,7 +13,16 @@ def cpu(monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
 
 
-@pytest.mark.parametrize("value,on_cpu,on_gpu", [(None, False, True), ("auto", False, True), ("pallas", True, True), ("jnp", False, False), (" PALLAS ", True, True)])
+@pytest.mark.parametrize(
+    "value,on_cpu,on_gpu",
+    [
+        (None, False, True),
+        ("auto", False, True),
+        ("pallas", True, True),
+        ("jnp", False, False),
+        (" PALLAS ", True, True),
+    ],
+)
 def test_use_pallas(monkeypatch, value, on_cpu, on_gpu):
     if value is None:
         monkeypatch.delenv(dispatch.ENV, raising=False)

@@ -35,7 +35,15 @@ def _setup(name, dtype=jnp.float64, seed=0):
     coord = jnp.asarray(case.coord, dtype)
     box = None if case.box is None else jnp.asarray(case.box, dtype)
     atype = jnp.asarray(case.atype)
-    consts = (atype, nl.idx, nl.shift.astype(dtype), case.rcut, RCUT_SMTH, jnp.asarray(davg, dtype), jnp.asarray(dstd, dtype))
+    consts = (
+        atype,
+        nl.idx,
+        nl.shift.astype(dtype),
+        case.rcut,
+        RCUT_SMTH,
+        jnp.asarray(davg, dtype),
+        jnp.asarray(dstd, dtype),
+    )
     return case, coord, box, consts
 
 

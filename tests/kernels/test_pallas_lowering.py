@@ -117,7 +117,9 @@ def test_neighbor_lowers_for_cuda(dtype):
     for label, case, spec in _nl_cases():
         nf, natoms = case.coord.shape[:2]
         box = None if case.box is None else S(case.box.shape, dtype)
-        low = lower_cuda(lambda c, b, t: pnb.build(spec, c, b, t), S((nf, natoms, 3), dtype), box, S((nf, natoms), jnp.int32))
+        low = lower_cuda(
+            lambda c, b, t: pnb.build(spec, c, b, t), S((nf, natoms, 3), dtype), box, S((nf, natoms), jnp.int32)
+        )
         assert _kernel_names(low) == ["neighbor_list"], label
 
 
@@ -155,7 +157,9 @@ def test_triton_compiles_to_cubin(tmp_path):
             nf, natoms = case.coord.shape[:2]
             low = lower_cuda(
                 lambda c, b, t: pnb.build(spec, c, b, t),
-                S((nf, natoms, 3), dtype), S((nf, 3, 3), dtype), S((nf, natoms), jnp.int32),
+                S((nf, natoms, 3), dtype),
+                S((nf, 3, 3), dtype),
+                S((nf, natoms), jnp.int32),
             )
             dump(low, f"nl_{label}_{tag}")
     script = tmp_path / "compile_ttir.py"

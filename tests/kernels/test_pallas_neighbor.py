@@ -70,8 +70,13 @@ def _as_sets(nl, sel):
     for n in sel:
         blk_i, blk_s = idx[..., start : start + n], shift[..., start : start + n, :]
         out.append(
-            [[{(int(j), *map(float, s)) for j, s in zip(blk_i[f, a], blk_s[f, a]) if j >= 0} for a in range(idx.shape[1])]
-             for f in range(idx.shape[0])]
+            [
+                [
+                    {(int(j), *map(float, s)) for j, s in zip(blk_i[f, a], blk_s[f, a]) if j >= 0}
+                    for a in range(idx.shape[1])
+                ]
+                for f in range(idx.shape[0])
+            ]
         )
         start += n
     return out

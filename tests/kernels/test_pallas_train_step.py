@@ -4,11 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from step_case import HYPER, STATS, random_batch, train_step_for
 
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.model.energy import Stats, init_params, type_capacity
 from jaxmd_dp.train.step import BatchLayout, init_state
-from step_case import HYPER, STATS, random_batch, train_step_for
 
 
 @pytest.mark.parametrize("pbc", [True, False])

@@ -59,7 +59,7 @@ def triton_modules(lowered) -> list[dict]:
 
 # Run by a Python that has ``triton`` (argv: target compute capability, then .ttir files); prints one
 # line per kernel: name, OK/FAIL, and ptxas' register / spill report when ptxas is bundled.
-COMPILE_SCRIPT = r'''
+COMPILE_SCRIPT = r"""
 import glob, os, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
@@ -92,4 +92,4 @@ for path in sys.argv[2:]:
             break
     print("OK", os.path.basename(path), f"cubin {len(k.asm['cubin'])} B", report)
 sys.exit(1 if failed else 0)
-'''
+"""

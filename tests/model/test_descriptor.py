@@ -20,10 +20,22 @@ from jaxmd_dp.model.se_e2_a import SeE2A
 
 MINIMAL = {"type_map": ["O", "H"], "descriptor": {"type": "se_a", "sel": [46, 92]}, "fitting_net": {}}
 # a model.json "hyper" dict as written before the descriptor key (every field present)
-OLD_FILE = {"type_map": ["O", "H"], "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
-            "axis_neuron": 2, "type_one_side": True, "resnet_dt": False, "activation": "tanh",
-            "fit_neuron": [16, 16], "fit_resnet_dt": True, "fit_activation": "tanh", "precision": "float64",
-            "fit_precision": "float64"}
+OLD_FILE = {
+    "type_map": ["O", "H"],
+    "sel": [46, 92],
+    "rcut": 6.0,
+    "rcut_smth": 0.5,
+    "neuron": [4, 8],
+    "axis_neuron": 2,
+    "type_one_side": True,
+    "resnet_dt": False,
+    "activation": "tanh",
+    "fit_neuron": [16, 16],
+    "fit_resnet_dt": True,
+    "fit_activation": "tanh",
+    "precision": "float64",
+    "fit_precision": "float64",
+}
 
 
 def test_registry_by_deepmd_type_name():
@@ -42,10 +54,19 @@ def test_defaults_are_the_configs():
     defaults = {k.name: k.default for k in DescriptorConfig.__dataclass_fields__.values()}
     fit_defaults = {k.name: k.default for k in FittingNetConfig.__dataclass_fields__.values()}
     assert (d.rcut, d.rcut_smth, d.neuron, d.axis_neuron, d.type_one_side, d.resnet_dt, d.activation) == (
-        defaults["rcut"], defaults["rcut_smth"], defaults["neuron"], defaults["axis_neuron"],
-        defaults["type_one_side"], defaults["resnet_dt"], defaults["activation_function"])
+        defaults["rcut"],
+        defaults["rcut_smth"],
+        defaults["neuron"],
+        defaults["axis_neuron"],
+        defaults["type_one_side"],
+        defaults["resnet_dt"],
+        defaults["activation_function"],
+    )
     assert (f.neuron, f.resnet_dt, f.activation) == (
-        fit_defaults["neuron"], fit_defaults["resnet_dt"], fit_defaults["activation_function"])
+        fit_defaults["neuron"],
+        fit_defaults["resnet_dt"],
+        fit_defaults["activation_function"],
+    )
     assert (d.neuron, d.axis_neuron, d.type_one_side, f.neuron) == ((10, 20, 40), 4, False, (120, 120, 120))
     assert d.precision == f.precision == "float64"  # DeePMD-kit's "default"
     assert hyper == ModelHyper.from_config(model_config_from_dict(MINIMAL))
@@ -87,8 +108,9 @@ def test_deepmd_names_cover_the_weights(name):
     statistics' keys are the descriptor's."""
     d = fixture_dir(name)
     hyper = ModelHyper.from_deepmd(read_input(d / "out.json")["model"])
-    sd = {k.split("atomic_model.", 1)[1]: v for k, v in load_state_dict(d / "params.npz").items()
-          if "atomic_model." in k}
+    sd = {
+        k.split("atomic_model.", 1)[1]: v for k, v in load_state_dict(d / "params.npz").items() if "atomic_model." in k
+    }
     mapped = {hyper.deepmd_param_path(k): np.shape(v) for k, v in sd.items() if hyper.deepmd_param_path(k)}
     want = {path: tuple(s.shape) for path, s in flatten_dict(param_shapes(hyper)).items()}
     assert mapped == want

@@ -20,7 +20,8 @@ def _setup(neuron, resnet_dt, activation):
     params = net.init(jax.random.PRNGKey(1), s)
     # idt away from its initial 0.1 ± 0.001, so that a wrong idt term shows
     params = jax.tree_util.tree_map_with_path(
-        lambda path, x: x + 0.3 * jnp.arange(x.size).reshape(x.shape) / x.size if path[-1].key == "idt" else x, params)
+        lambda path, x: x + 0.3 * jnp.arange(x.size).reshape(x.shape) / x.size if path[-1].key == "idt" else x, params
+    )
     return net, s, params
 
 
@@ -59,10 +60,14 @@ def test_weight_gradient_through_the_slope(neuron, resnet_dt, activation):
 
     def loss(energy, p):
         e, f = jax.value_and_grad(energy, argnums=1)(p, s)
-        return e ** 2 + jnp.sum(jnp.sin(f))
+        return e**2 + jnp.sum(jnp.sin(f))
 
-    np.testing.assert_allclose(jax.grad(energy_slope, argnums=1)(params, s),
-                               jax.grad(energy_plain, argnums=1)(params, s), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.grad(energy_slope, argnums=1)(params, s),
+        jax.grad(energy_plain, argnums=1)(params, s),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     got = jax.grad(lambda p: loss(energy_slope, p))(params)
     want = jax.grad(lambda p: loss(energy_plain, p))(params)
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):

@@ -10,14 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from fixture_models import load_fixture, max_rel
+
 from jaxmd_dp.geometry.neighbor import allocate, build
-from jaxmd_dp.model.fast.embed_table import outer, quintic_basis, table_env_product
 from jaxmd_dp.model.energy import Stats, predict
+from jaxmd_dp.model.fast.embed_table import outer, quintic_basis, table_env_product
+from jaxmd_dp.model.fast.pair_pack import pair_counts
 from jaxmd_dp.model.nets import EmbeddingNet
 from jaxmd_dp.model.plan import ExecutionPlan
-from jaxmd_dp.model.fast.pair_pack import pair_counts
 from jaxmd_dp.model.se_e2_a import env_product
 
 RNG = np.random.default_rng(3)

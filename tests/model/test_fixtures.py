@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from fixture_models import FIXTURES, load_fixture, max_rel
+
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
 from jaxmd_dp.model.plan import ExecutionPlan

@@ -11,8 +11,15 @@ from jaxmd_dp.model.nets import init_moments
 
 MODEL = {
     "type_map": ["O", "H"],
-    "descriptor": {"type": "se_e2_a", "sel": [6, 12], "rcut": 4.0, "rcut_smth": 0.5, "neuron": [4, 8],
-                   "axis_neuron": 2, "type_one_side": False},
+    "descriptor": {
+        "type": "se_e2_a",
+        "sel": [6, 12],
+        "rcut": 4.0,
+        "rcut_smth": 0.5,
+        "neuron": [4, 8],
+        "axis_neuron": 2,
+        "type_one_side": False,
+    },
     "fitting_net": {"neuron": [8, 8], "resnet_dt": True},
 }
 

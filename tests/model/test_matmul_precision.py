@@ -1,8 +1,9 @@
 """Every matmul of a float32 training step asks for full float32 precision, its derivatives' too.
 
 On a GPU, XLA runs a float32 matmul that asks for nothing in TF32 (a 10-bit mantissa): the float32
-fixture models then miss DeePMD-kit's predictions on a GPU by more than the bound of 1e-5. The CPU ignores the setting, so this checks the traced step: each ``dot_general`` in
-it, in every nested computation, with a float32 operand carries ``Precision.HIGHEST`` on both (float64
+fixture models then miss DeePMD-kit's predictions on a GPU by more than the bound of 1e-5. The CPU ignores the
+setting, so this checks the traced step: each ``dot_general`` in it, in every nested computation, with a float32
+operand carries ``Precision.HIGHEST`` on both (float64
 ones are full precision anyway). Exact nets, pair packing and the embedding table; no compile (jaxprs
 only).
 """
@@ -11,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from step_case import HYPER, STATS, random_batch, train_step_for
 
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.model.energy import Stats, init_params, type_capacity
 from jaxmd_dp.train.step import BatchLayout, init_state
-from step_case import HYPER, STATS, random_batch, train_step_for
 
 
 def dot_precisions(jaxpr) -> list:

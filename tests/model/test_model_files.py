@@ -16,11 +16,23 @@ from jaxmd_dp.model.energy import ModelHyper, Stats, param_shapes
 from jaxmd_dp.model.trained import Model
 from jaxmd_dp.version import __version__
 
-
 #: The ``hyper`` dict of a small se_e2_a model as earlier versions wrote it (no ``descriptor`` key).
-OLD_HYPER = {"type_map": ["O", "H"], "sel": [6, 12], "rcut": 4.0, "rcut_smth": 0.5, "neuron": [4, 8],
-             "axis_neuron": 2, "type_one_side": True, "resnet_dt": False, "activation": "tanh", "fit_neuron": [8],
-             "fit_resnet_dt": True, "fit_activation": "tanh", "precision": "float64", "fit_precision": "float32"}
+OLD_HYPER = {
+    "type_map": ["O", "H"],
+    "sel": [6, 12],
+    "rcut": 4.0,
+    "rcut_smth": 0.5,
+    "neuron": [4, 8],
+    "axis_neuron": 2,
+    "type_one_side": True,
+    "resnet_dt": False,
+    "activation": "tanh",
+    "fit_neuron": [8],
+    "fit_resnet_dt": True,
+    "fit_activation": "tanh",
+    "precision": "float64",
+    "fit_precision": "float32",
+}
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +99,26 @@ def test_earlier_layouts_load(tmp_path, model):
     old_dir = tmp_path / "old_model"
     old_dir.mkdir()
     np.savez(old_dir / "weights.npz", **_arrays(params, stats))
-    meta = {"format": "jaxmd_dp.model", "version": 1, "jaxmd_dp": "0.1.0", "hyper": OLD_HYPER,
-            "info": {"converted_from": "params.npz"}}
+    meta = {
+        "format": "jaxmd_dp.model",
+        "version": 1,
+        "jaxmd_dp": "0.1.0",
+        "hyper": OLD_HYPER,
+        "info": {"converted_from": "params.npz"},
+    }
     (old_dir / "model.json").write_text(json.dumps(meta, indent=2))
 
     old_zip = tmp_path / "old.jaxdp"
     buf = io.BytesIO()
     np.savez(buf, **_arrays(params, stats))
-    meta = {"format": "jaxmd_dp.frozen", "version": 1, "jaxmd_dp": "0.1.0", "hyper": OLD_HYPER,
-            "info": {"step": 7}, "exported": None}
+    meta = {
+        "format": "jaxmd_dp.frozen",
+        "version": 1,
+        "jaxmd_dp": "0.1.0",
+        "hyper": OLD_HYPER,
+        "info": {"step": 7},
+        "exported": None,
+    }
     with zipfile.ZipFile(old_zip, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("frozen.json", json.dumps(meta, indent=2, ensure_ascii=False).encode())
         z.writestr("weights.npz", buf.getvalue())

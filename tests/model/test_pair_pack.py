@@ -3,16 +3,25 @@ fixtures to 1e-10 with the tightest block sizes, and the same weight gradient th
 with the neighbour list cut to the slots an atom fills (``keep``), the rest counted as empty slots."""
 
 import jax
-import jax.test_util  # noqa: F401  (check_grads)
 import jax.numpy as jnp
+import jax.test_util  # noqa: F401  (check_grads)
 import numpy as np
 import pytest
-
 from fixture_models import FIXTURES, load_fixture, max_rel
+
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict
-from jaxmd_dp.model.fast.pair_pack import (PACK_MAX_FILL, keep_sizes, kept_slots, pack_index, pack_maps,
-                                          pack_sizes, pair_counts, take, uniform_empty)
+from jaxmd_dp.model.fast.pair_pack import (
+    PACK_MAX_FILL,
+    keep_sizes,
+    kept_slots,
+    pack_index,
+    pack_maps,
+    pack_sizes,
+    pair_counts,
+    take,
+    uniform_empty,
+)
 from jaxmd_dp.model.plan import ExecutionPlan
 
 
@@ -45,8 +54,7 @@ def test_pack_index_and_transpose():
     g = jax.grad(lambda x: jnp.sum(jnp.sin(pack(x, idx, inv, mask, valid)) * y))(x)
     want = unpack(jnp.cos(pack(x, idx, inv, mask, valid)) * y, idx, inv, mask, valid)
     np.testing.assert_allclose(g, want, rtol=1e-12)
-    jax.test_util.check_grads(lambda y: jnp.sum(unpack(y, idx, inv, mask, valid) ** 3), (y,), order=2,
-                              modes=["rev"])
+    jax.test_util.check_grads(lambda y: jnp.sum(unpack(y, idx, inv, mask, valid) ** 3), (y,), order=2, modes=["rev"])
 
 
 def test_pack_sizes_rule():
@@ -70,8 +78,9 @@ def _tight_sizes(name, keep=False):
     hyper, _, _, p = load_fixture(name)
     box = p.get("box")
     spec = allocate(p["coord"], box, hyper.rcut, hyper.sel)
-    nl = build(spec, jnp.asarray(p["coord"]), None if box is None else jnp.asarray(box), jnp.asarray(p["atype"]),
-               order="any")
+    nl = build(
+        spec, jnp.asarray(p["coord"]), None if box is None else jnp.asarray(box), jnp.asarray(p["atype"]), order="any"
+    )
     counts = np.asarray(pair_counts(nl.idx >= 0, hyper.sel)).max(axis=0)
     sizes = tuple(max(1, int(c)) for c in counts)
     if not keep:
@@ -148,8 +157,16 @@ def test_uniform_empty_rows_change_no_number(name):
 
     def loss(params, spec, pack_sizes, held, table, uniform):
         nl = build(spec, coord, box, atype, order="any")
-        pr = predict(hyper, params, st, coord, box, atype, nl,
-                     plan=ExecutionPlan(pack=pack_sizes, keep=held, table=table, uniform_empty=uniform))
+        pr = predict(
+            hyper,
+            params,
+            st,
+            coord,
+            box,
+            atype,
+            nl,
+            plan=ExecutionPlan(pack=pack_sizes, keep=held, table=table, uniform_empty=uniform),
+        )
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2), pr
 
     dense = jax.jit(jax.value_and_grad(lambda q: loss(q, dense_spec, None, None, 0, False), has_aux=True))(params)
@@ -213,16 +230,24 @@ def test_shared_pairs_change_no_number(name):
     sec = np.concatenate([[0], np.cumsum(held)])
     kept = []
     for t in range(len(held)):
-        sp = section_partners(partner[:, :, sec[t]:sec[t + 1]], sum(held), int(sec[t]), held[t])
-        m = (nl.idx[:, :, sec[t]:sec[t + 1]] >= 0).reshape(sp.shape)
+        sp = section_partners(partner[:, :, sec[t] : sec[t + 1]], sum(held), int(sec[t]), held[t])
+        m = (nl.idx[:, :, sec[t] : sec[t + 1]] >= 0).reshape(sp.shape)
         kept.append(int(jnp.sum(m & ((sp < 0) | (jnp.arange(sp.shape[1]) < sp)), axis=-1).max()))
     assert all(k < s for k, s in zip(kept, sizes))
     if name == "cu_virial":
         assert 2 * kept[0] <= sizes[0] + 1
 
     def run(pk, pt):
-        return predict(hyper, params, st, coord, box, atype, nl,
-                       plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=pt))
+        return predict(
+            hyper,
+            params,
+            st,
+            coord,
+            box,
+            atype,
+            nl,
+            plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=pt),
+        )
 
     one, shared = jax.jit(lambda: run(sizes, None))(), jax.jit(lambda: run(tuple(kept), partner))()
     for key in ("energy", "force", "virial", "atom_energy"):
@@ -231,8 +256,16 @@ def test_shared_pairs_change_no_number(name):
 
     def loss(q, pk, pt):
         sl = lambda x: x[:1]  # noqa: E731
-        pr = predict(hyper, q, st, sl(coord), sl(box), atype, jax.tree_util.tree_map(sl, nl._replace(cell_overflow=None)),
-                     plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=None if pt is None else sl(pt)))
+        pr = predict(
+            hyper,
+            q,
+            st,
+            sl(coord),
+            sl(box),
+            atype,
+            jax.tree_util.tree_map(sl, nl._replace(cell_overflow=None)),
+            plan=ExecutionPlan(pack=pk, keep=held, uniform_empty=True, partner=None if pt is None else sl(pt)),
+        )
         return jnp.sum(pr.force**2) + 1e-3 * jnp.sum(pr.energy**2) + jnp.sum(pr.virial**2)
 
     ga = jax.jit(jax.grad(lambda q: loss(q, sizes, None)))(params)
@@ -247,5 +280,13 @@ def test_partners_need_one_net_per_neighbour_type():
     coord, atype, box = jnp.asarray(p["coord"][:1]), jnp.asarray(p["atype"]), jnp.asarray(p["box"][:1])
     nl = build(spec, coord, box, atype, order="any")
     with pytest.raises(ValueError, match="type_one_side"):
-        predict(hyper, params, Stats(*stats), coord, box, atype, nl,
-                plan=ExecutionPlan(pack=sizes, keep=held, uniform_empty=True, partner=jnp.full(nl.idx.shape, -1)))
+        predict(
+            hyper,
+            params,
+            Stats(*stats),
+            coord,
+            box,
+            atype,
+            nl,
+            plan=ExecutionPlan(pack=sizes, keep=held, uniform_empty=True, partner=jnp.full(nl.idx.shape, -1)),
+        )

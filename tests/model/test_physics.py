@@ -23,12 +23,21 @@ from jaxmd_dp.geometry.env_mat import env_rows, normalize
 from jaxmd_dp.geometry.neighbor import NeighborList, allocate, build
 from jaxmd_dp.model.energy import DeepPot, ModelHyper, Stats, init_params, predict
 
-HYPER = ModelHyper.from_deepmd({
-    "type_map": ["O", "H"],
-    "descriptor": {"type": "se_e2_a", "sel": [12, 24], "rcut": 4.0, "rcut_smth": 0.5, "neuron": [4, 8], "axis_neuron": 2,
-                   "type_one_side": True},
-    "fitting_net": {"neuron": [8, 8]},
-})
+HYPER = ModelHyper.from_deepmd(
+    {
+        "type_map": ["O", "H"],
+        "descriptor": {
+            "type": "se_e2_a",
+            "sel": [12, 24],
+            "rcut": 4.0,
+            "rcut_smth": 0.5,
+            "neuron": [4, 8],
+            "axis_neuron": 2,
+            "type_one_side": True,
+        },
+        "fitting_net": {"neuron": [8, 8]},
+    }
+)
 HYPERS = {
     "one_side": HYPER,
     "two_side_resnet_dt": HYPER.replace(type_one_side=False, resnet_dt=True),
@@ -48,7 +57,7 @@ H = 1e-5
 NF = 18  # every evaluation runs on this many frames (FD batches: 3 atoms × 3 components × ±h, or 9 strains × ±h)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(hyper: ModelHyper):
     """jitted (predict on NF frames, ∂E/∂d) with the static hyper closed over: two compilations per hyper
     (three with the no-PBC path)."""
@@ -64,7 +73,7 @@ def compiled(hyper: ModelHyper):
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit_build(spec):
     return jax.jit(functools.partial(build, spec))
 
@@ -154,7 +163,7 @@ def random_params(hyper, seed):
     return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(variant, kind="sym"):
     hyper = HYPERS[variant]
     rng = np.random.default_rng([VARIANTS.index(variant), kind == "asym"])
@@ -175,7 +184,7 @@ ATYPE = np.array([0] * 8 + [1] * 16)
 ATYPE_CLUSTER = np.array([0] * 4 + [1] * 8)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pbc_geometry():
     """24 atoms (8 O, 16 H) in a triclinic box, some of them outside the cell (unwrapped); min dist 0.95 Å."""
     rng = np.random.default_rng(42)
@@ -189,7 +198,7 @@ def pbc_geometry():
     return coord
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cluster_geometry():
     """12 atoms (4 O, 8 H) within ~3 Å, no PBC."""
     rng = np.random.default_rng(7)

@@ -6,8 +6,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from fixture_models import max_rel
+
 from jaxmd_dp.cli.convert_deepmd import hyper_from_deepmd, load_state_dict, params_from_state_dict, read_input
 from jaxmd_dp.geometry.neighbor import allocate, build
 from jaxmd_dp.model.energy import Stats, predict

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxmd_dp.model.se_e2_a import env_product
 from jaxmd_dp.model.fast.train_products import descriptor_product_train, env_product_train
+from jaxmd_dp.model.se_e2_a import env_product
 
 RNG = np.random.default_rng(3)
 R = jnp.asarray(RNG.normal(size=(1, 3, 5, 4)))  # (nf, n, slots, 4)
@@ -51,7 +51,8 @@ def _derivatives(energy):
 PRODUCT_DERIVATIVES = _derivatives(_energy)
 D_DERIVATIVES = _derivatives(_d_energy)
 CASES = [("env", name, env_product_train, env_product) for name in sorted(PRODUCT_DERIVATIVES)] + [
-    ("descriptor", name, descriptor_product_train, _plain_descriptor_product) for name in sorted(D_DERIVATIVES)]
+    ("descriptor", name, descriptor_product_train, _plain_descriptor_product) for name in sorted(D_DERIVATIVES)
+]
 
 
 @pytest.mark.parametrize("which,name,train,plain", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])

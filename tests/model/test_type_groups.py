@@ -35,6 +35,7 @@ def test_reverse_only_blocks_give_the_same_values_and_derivatives():
     """take_atoms_rev (a gather whose VJP is the inverse gather) against take_atoms (autodiff's
     scatter-add): the same per-type sums, gradients and second reverse derivatives, with padding atoms and
     blocks smaller than the frame."""
+
     def per_type(x, rev):
         out = jnp.zeros((2, 6, 3))
         for t in (0, 1):

@@ -6,13 +6,13 @@ import shutil
 
 import jax
 import numpy as np
+from shared_paths import require
+from tiny import tiny_cu_dict
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.model.hyper import ModelHyper
 from jaxmd_dp.train import Trainer, setup
 from jaxmd_dp.train.callbacks import Profiler, default_callbacks
-from shared_paths import require
-from tiny import tiny_cu_dict
 
 CU = "cu_asc22/iter.000000/02.fp/data.000"
 
@@ -40,8 +40,13 @@ def test_trainer_honours_the_keys(tmp_path):
     valid = _system(tmp_path / "valid", 3, close=(0,))  # validation frames are not filtered (DeePMD-kit)
     d = tiny_cu_dict(numb_steps=3, disp_freq=1, disp_training=False, time_training=False)
     d["model"]["descriptor"]["set_davg_zero"] = True
-    d["training"]["training_data"] = {"systems": str(root), "rglob_patterns": ["iter.*/02.fp/data.*"],
-                                      "set_prefix": "frames", "min_pair_dist": 1.5, "batch_size": 1}
+    d["training"]["training_data"] = {
+        "systems": str(root),
+        "rglob_patterns": ["iter.*/02.fp/data.*"],
+        "set_prefix": "frames",
+        "min_pair_dist": 1.5,
+        "batch_size": 1,
+    }
     d["training"]["validation_data"] = {"systems": [str(valid)], "set_prefix": "frames", "batch_size": 1}
     lines = []
     trainer = Trainer(config_from_dict(d), tmp_path / "out", log=lines.append)
@@ -74,5 +79,6 @@ def test_enable_profiler_traces_into_the_tensorboard_dir(tmp_path):
     assert prof.directory == tmp_path / "tb"
     given = default_callbacks(config_from_dict(d), tmp_path, writer=True, profile=tmp_path / "p")
     assert [c.directory for c in given if isinstance(c, Profiler)] == [tmp_path / "p"]  # --profile wins
-    assert not [c for c in default_callbacks(config_from_dict(tiny_cu_dict()), tmp_path, True)
-                if isinstance(c, Profiler)]
+    assert not [
+        c for c in default_callbacks(config_from_dict(tiny_cu_dict()), tmp_path, True) if isinstance(c, Profiler)
+    ]

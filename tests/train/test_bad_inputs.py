@@ -6,11 +6,11 @@ import shutil
 
 import numpy as np
 import pytest
-
-from jaxmd_dp.cli.util import run_cli
-from jaxmd_dp.cli.train import main as train_main
 from shared_paths import require
 from train.tiny import tiny_cu_dict, write_config
+
+from jaxmd_dp.cli.train import main as train_main
+from jaxmd_dp.cli.util import run_cli
 
 
 def cu_system(tmp_path, name="sys"):
@@ -37,6 +37,7 @@ def _system_case(fn):
         d["training"]["training_data"]["systems"] = [str(s)]
         d["training"]["validation_data"] = None
         return [write_config(tmp_path / "in.json", d)]
+
     return make
 
 
@@ -45,6 +46,7 @@ def _config_case(edit):
         d = tiny_cu_dict(numb_steps=2)
         edit(d)
         return [write_config(tmp_path / "in.json", d)]
+
     return make
 
 
@@ -53,6 +55,7 @@ def _close_atoms(s):
         c = c.copy()
         c[3, 3:6] = c[3, 0:3] + 0.05
         return c
+
     _np(s, "coord", f)
 
 
@@ -65,13 +68,19 @@ def _left_handed_box(s):
 
 
 CASES = {
-    "missing system dir": (_config_case(lambda d: d["training"]["training_data"].update(systems=["/nonexistent/sys"])), "/nonexistent/sys"),
+    "missing system dir": (
+        _config_case(lambda d: d["training"]["training_data"].update(systems=["/nonexistent/sys"])),
+        "/nonexistent/sys",
+    ),
     "empty system dir": (_system_case(lambda s: [p.unlink() for p in s.rglob("*") if p.is_file()]), "sys"),
     "coord shape": (_system_case(lambda s: _np(s, "coord", lambda c: c[:, :-1])), "coord.npy"),
     "force shape": (_system_case(lambda s: _np(s, "force", lambda c: c[:, :-3])), "force.npy"),
     "box shape": (_system_case(lambda s: _np(s, "box", lambda c: c[:, :6])), "box.npy"),
     "frame count mismatch": (_system_case(lambda s: _np(s, "energy", lambda c: c[:-1])), "energy.npy"),
-    "NaN energy": (_system_case(lambda s: _np(s, "energy", lambda c: np.where(np.arange(c.size) == 4, np.nan, c))), "energy.npy"),
+    "NaN energy": (
+        _system_case(lambda s: _np(s, "energy", lambda c: np.where(np.arange(c.size) == 4, np.nan, c))),
+        "energy.npy",
+    ),
     "Inf force": (_system_case(lambda s: _np(s, "force", lambda c: np.where(c > 1, np.inf, c))), "force.npy"),
     "singular box": (_system_case(_singular_box), "box"),
     "left-handed box": (_system_case(_left_handed_box), "box"),
@@ -83,16 +92,33 @@ CASES = {
     "unknown config key": (_config_case(lambda d: d["training"].update(numb_stepz=3)), "numb_stepz"),
     "wrong value type": (_config_case(lambda d: d["training"].update(disp_freq="often")), "disp_freq"),
     "rcut_smth >= rcut": (_config_case(lambda d: d["model"]["descriptor"].update(rcut_smth=5.0)), "rcut_smth"),
-    "sel shorter than ntypes": (_config_case(lambda d: (d["model"].update(type_map=["Cu", "Ag"]))), "sel"),
+    "sel shorter than ntypes": (_config_case(lambda d: d["model"].update(type_map=["Cu", "Ag"])), "sel"),
     "batch_size 0": (_config_case(lambda d: d["training"]["training_data"].update(batch_size=0)), "batch_size"),
     "numb_steps < 0": (_config_case(lambda d: d["training"].update(numb_steps=-5)), "numb_steps"),
     "config file missing": (lambda tmp_path: [str(tmp_path / "nope.yaml")], "nope.yaml"),
     "invalid YAML": (lambda tmp_path: [str(_file(tmp_path / "bad.yaml", "model: [1, 2\n"))], "bad.yaml"),
-    "override without =": (lambda tmp_path: [write_config(tmp_path / "in.json", tiny_cu_dict(2)), "training.numb_steps"], "override"),
-    "output dir not writable": (lambda tmp_path: [write_config(tmp_path / "in.json", tiny_cu_dict(2)), "-o",
-                                                  str(_file(tmp_path / "file") / "out")], "not writable"),
-    "unreadable checkpoint": (lambda tmp_path: [write_config(tmp_path / "in.json", tiny_cu_dict(2)), "-o", str(tmp_path / "o"),
-                                                "--restart", str(_garbage_ckpt(tmp_path))], "ckpt"),
+    "override without =": (
+        lambda tmp_path: [write_config(tmp_path / "in.json", tiny_cu_dict(2)), "training.numb_steps"],
+        "override",
+    ),
+    "output dir not writable": (
+        lambda tmp_path: [
+            write_config(tmp_path / "in.json", tiny_cu_dict(2)),
+            "-o",
+            str(_file(tmp_path / "file") / "out"),
+        ],
+        "not writable",
+    ),
+    "unreadable checkpoint": (
+        lambda tmp_path: [
+            write_config(tmp_path / "in.json", tiny_cu_dict(2)),
+            "-o",
+            str(tmp_path / "o"),
+            "--restart",
+            str(_garbage_ckpt(tmp_path)),
+        ],
+        "ckpt",
+    ),
 }
 
 
@@ -144,7 +170,9 @@ def test_restart_with_incompatible_model(trained, tmp_path, capsys):
     d, _ = trained
     cfg = tiny_cu_dict(numb_steps=4)
     cfg["model"]["fitting_net"]["neuron"] = [16, 16]
-    rc = run_cli(train_main, [write_config(tmp_path / "in.json", cfg), "-o", str(d / "out"), "--restart", str(d / "out")])
+    rc = run_cli(
+        train_main, [write_config(tmp_path / "in.json", cfg), "-o", str(d / "out"), "--restart", str(d / "out")]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "differs from the config" in err and "fit_neuron" in err
 

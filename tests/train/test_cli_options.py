@@ -8,14 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import tiny_cu_dict, write_config
 
 from jaxmd_dp.cli import freeze
-from jaxmd_dp.cli.util import run_cli
-from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir
-from jaxmd_dp.model.energy import param_shapes
-from jaxmd_dp.train.checkpoint import load_trained
 from jaxmd_dp.cli import train as train_cli
-from tiny import tiny_cu_dict, write_config
+from jaxmd_dp.cli.util import run_cli
+from jaxmd_dp.model.energy import param_shapes
+from jaxmd_dp.runtime.compile_cache import COMPILE_CACHE_MIN_SECONDS, compile_cache_dir
+from jaxmd_dp.train.checkpoint import load_trained
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,10 @@ def quiet_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("logrun")
     cfg = write_config(tmp / "in.json", tiny_cu_dict(numb_steps=2))
     out, logf = tmp / "run", tmp / "logs" / "train.log"
-    rc = run_cli(train_cli.main, [cfg, "-o", str(out), "-l", str(logf), "--log-level", "WARNING",
-                                  "--compile-cache", str(tmp / "xla")])
+    rc = run_cli(
+        train_cli.main,
+        [cfg, "-o", str(out), "-l", str(logf), "--log-level", "WARNING", "--compile-cache", str(tmp / "xla")],
+    )
     return rc, tmp, out, logf
 
 
@@ -85,8 +87,13 @@ def test_init_frz_model(quiet_run):
     assert run_cli(freeze.main, ["-m", str(out), "-o", str(frozen)]) == 0
     cfg = write_config(tmp / "in2.json", tiny_cu_dict(numb_steps=1))
     out2, logf = tmp / "run2", tmp / "run2.log"
-    assert run_cli(train_cli.main, [cfg, "-o", str(out2), "--init-frz-model", str(frozen), "-l", str(logf),
-                                    "--log-level", "ERROR"]) == 0
+    assert (
+        run_cli(
+            train_cli.main,
+            [cfg, "-o", str(out2), "--init-frz-model", str(frozen), "-l", str(logf), "--log-level", "ERROR"],
+        )
+        == 0
+    )
     assert f"initialised weights and statistics from {frozen}" in logf.read_text()
     assert "data statistics in" not in logf.read_text()
     _, _, s0 = load_trained(frozen)
@@ -95,11 +102,14 @@ def test_init_frz_model(quiet_run):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--log-level", "LOUD"], "--log-level 'LOUD'"),
-    (["--init-frz-model", "{tmp}"], "not a file"),
-    (["--init-frz-model", "{tmp}/x.jaxdp", "--init-model", "{tmp}"], "give only one of"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--log-level", "LOUD"], "--log-level 'LOUD'"),
+        (["--init-frz-model", "{tmp}"], "not a file"),
+        (["--init-frz-model", "{tmp}/x.jaxdp", "--init-model", "{tmp}"], "give only one of"),
+    ],
+)
 def test_bad_options_one_line(tmp_path, capsys, args, msg):
     cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=1))
     args = [a.format(tmp=tmp_path) for a in args]
@@ -115,8 +125,13 @@ def test_profile_trace(tmp_path):
 
     cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=9))
     prof, logf = tmp_path / "prof", tmp_path / "log"
-    assert run_cli(train_cli.main, [cfg, "-o", str(tmp_path / "o"), "--profile", str(prof), "-l", str(logf),
-                                    "--log-level", "ERROR"]) == 0
+    assert (
+        run_cli(
+            train_cli.main,
+            [cfg, "-o", str(tmp_path / "o"), "--profile", str(prof), "-l", str(logf), "--log-level", "ERROR"],
+        )
+        == 0
+    )
     assert "profiling steps 4-8" in logf.read_text()
     traces = list(prof.rglob("*.trace.json.gz"))
     assert len(traces) == 1

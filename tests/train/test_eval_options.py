@@ -48,12 +48,15 @@ def test_cpu_options_leave_what_xla_flags_sets(fresh_cache, monkeypatch):
     assert step.eval_compiler_options("cpu", few=True) == knows(step.FEW_EVALS_CPU_OPTIONS)
 
 
-@pytest.mark.parametrize("flags, name, expected", [
-    ("--xla_gpu_autotune_level=0", "xla_gpu_autotune_level", True),
-    ("  -xla_a=1 --xla_gpu_autotune_level", "xla_gpu_autotune_level", True),
-    ("--xla_gpu_autotune_level_extra=0", "xla_gpu_autotune_level", False),
-    ("", "xla_gpu_autotune_level", False),
-])
+@pytest.mark.parametrize(
+    "flags, name, expected",
+    [
+        ("--xla_gpu_autotune_level=0", "xla_gpu_autotune_level", True),
+        ("  -xla_a=1 --xla_gpu_autotune_level", "xla_gpu_autotune_level", True),
+        ("--xla_gpu_autotune_level_extra=0", "xla_gpu_autotune_level", False),
+        ("", "xla_gpu_autotune_level", False),
+    ],
+)
 def test_set_in_xla_flags(flags, name, expected):
     assert set_in_xla_flags(name, flags) is expected
 

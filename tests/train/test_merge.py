@@ -6,25 +6,32 @@ import copy
 import jax
 import numpy as np
 import pytest
+from shared_paths import require
+from tiny import tiny_cu_dict
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.train import Trainer
 from jaxmd_dp.train.merge import bucket_sizes
 from jaxmd_dp.train.step import batch_loss
-from shared_paths import require
-from tiny import tiny_cu_dict
 
 # Cu systems of 1, 12, 16 and 32 atoms: batch size "auto" gives 32 × 1, 3 × 12, 2 × 16 and 1 × 32 atoms
-CU_SYSTEMS = ["vacuum", "iter.000032/02.fp/data.024", "cu.bcc.02x02x02/02.md/sys-0016/deepmd",
-              "iter.000000/02.fp/data.000"]
+CU_SYSTEMS = [
+    "vacuum",
+    "iter.000032/02.fp/data.024",
+    "cu.bcc.02x02x02/02.md/sys-0016/deepmd",
+    "iter.000000/02.fp/data.000",
+]
 
 
 def cu_dict(**training) -> dict:
     cu = require("cu_asc22")
     d = tiny_cu_dict(numb_steps=10, **training)
     d["training"]["training_data"] = {"systems": [str(cu / s) for s in CU_SYSTEMS], "batch_size": "auto"}
-    d["training"]["validation_data"] = {"systems": [str(cu / s) for s in CU_SYSTEMS[1:3]], "batch_size": "auto",
-                                        "numb_btch": 2}
+    d["training"]["validation_data"] = {
+        "systems": [str(cu / s) for s in CU_SYSTEMS[1:3]],
+        "batch_size": "auto",
+        "numb_btch": 2,
+    }
     return d
 
 
@@ -33,8 +40,10 @@ def nopbc_dict() -> dict:
     d = tiny_cu_dict(numb_steps=10)
     d["model"]["type_map"] = ["C", "H", "O"]
     d["model"]["descriptor"].update(sel=[8, 8, 8], rcut=5.0, rcut_smth=1.0)
-    d["training"]["training_data"] = {"systems": [str(p) for p in sorted(root.iterdir()) if p.is_dir()],
-                                      "batch_size": "auto"}
+    d["training"]["training_data"] = {
+        "systems": [str(p) for p in sorted(root.iterdir()) if p.is_dir()],
+        "batch_size": "auto",
+    }
     d["training"]["validation_data"] = None
     return d
 
@@ -46,7 +55,9 @@ def pair(d: dict, tmp_path_factory):
     """The same set-up with merged batches and with one step per shape."""
     plain = copy.deepcopy(d)
     plain["training"]["merge_batches"] = False
-    return tuple(Trainer(config_from_dict(x), tmp_path_factory.mktemp("merge"), log=lambda *a: None) for x in (d, plain))
+    return tuple(
+        Trainer(config_from_dict(x), tmp_path_factory.mktemp("merge"), log=lambda *a: None) for x in (d, plain)
+    )
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -55,9 +66,15 @@ def trainers(request, tmp_path_factory):
 
 
 def _loss(trainer, arrays, layout):
-    fn = jax.jit(jax.value_and_grad(
-        lambda p, a, lay: batch_loss(trainer.hyper, trainer.prefs, trainer.start_lr, lay, p, trainer.stats, a, 3e-4),
-        has_aux=True), static_argnums=2)
+    fn = jax.jit(
+        jax.value_and_grad(
+            lambda p, a, lay: batch_loss(
+                trainer.hyper, trainer.prefs, trainer.start_lr, lay, p, trainer.stats, a, 3e-4
+            ),
+            has_aux=True,
+        ),
+        static_argnums=2,
+    )
     (loss, metrics), grads = fn(trainer.state.params, arrays, layout)
     return float(loss), {k: np.asarray(v) for k, v in metrics.items()}, grads
 

@@ -7,6 +7,8 @@ step that builds them computes."""
 import jax
 import numpy as np
 import pytest
+from shared_paths import require
+from tiny import tiny_cu_dict
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.data.sampler import make_batch
@@ -18,8 +20,6 @@ from jaxmd_dp.train.merge import MergedShape, merge_batch
 from jaxmd_dp.train.neighbor_cache import FIND_KEYS, FRAME_KEYS, NeighborCache
 from jaxmd_dp.train.parallel import stack_batches
 from jaxmd_dp.train.step import NL_KEYS, BatchLayout, device_batch, take_rows
-from shared_paths import require
-from tiny import tiny_cu_dict
 
 SEL = (48,)
 RCUT = 4.5
@@ -30,8 +30,10 @@ def cu():
     """Two 32-atom Cu systems (300 and 1,000 frames) and the layout of their shape (with pair sharing:
     the lists carry each slot's reverse pair)."""
     root = require("cu_asc22")
-    systems = [load_system(root / "iter.000000/02.fp/data.000", ["Cu"]),
-               load_system(root / "cu.fcc.02x02x02/02.md/sys-0032/deepmd", ["Cu"])]
+    systems = [
+        load_system(root / "iter.000000/02.fp/data.000", ["Cu"]),
+        load_system(root / "cu.fcc.02x02x02/02.md/sys-0032/deepmd", ["Cu"]),
+    ]
     box = np.concatenate([s.box for s in systems])
     spec = neighbor.allocate(np.concatenate([s.coord for s in systems]), box, RCUT, SEL)
     return systems, BatchLayout(spec, (32,), "jnp", share=True)

@@ -32,12 +32,21 @@ def config_dict(water: str, numb_steps: int = NSTEPS, scale_by_worker: str = "li
 
     return {
         "model": small_water_model(),
-        "learning_rate": {"type": "exp", "start_lr": start_lr, "stop_lr": start_lr / 100, "decay_steps": 5,
-                          "scale_by_worker": scale_by_worker},
+        "learning_rate": {
+            "type": "exp",
+            "start_lr": start_lr,
+            "stop_lr": start_lr / 100,
+            "decay_steps": 5,
+            "scale_by_worker": scale_by_worker,
+        },
         "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1},
         "training": {
             "training_data": {"systems": [f"{water}/data_0", f"{water}/data_2"], "batch_size": 1},
-            "numb_steps": numb_steps, "seed": 7, "disp_freq": 10, "save_freq": 10, "max_ckpt_keep": 3,
+            "numb_steps": numb_steps,
+            "seed": 7,
+            "disp_freq": 10,
+            "save_freq": 10,
+            "max_ckpt_keep": 3,
         },
     }
 
@@ -56,8 +65,10 @@ def _rel_err(a, b) -> float:
     """max over leaves of max|a − b| / max|b|."""
     import jax
 
-    errs = [np.max(np.abs(np.asarray(x) - np.asarray(y))) / max(np.max(np.abs(np.asarray(y))), 1e-300)
-            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))]
+    errs = [
+        np.max(np.abs(np.asarray(x) - np.asarray(y))) / max(np.max(np.abs(np.asarray(y))), 1e-300)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+    ]
     return float(max(errs))
 
 
@@ -68,10 +79,10 @@ def worker(mode: str, water: str, out: str) -> None:
     import jax.numpy as jnp
 
     import jaxmd_dp.train.loop as loop
+    from jaxmd_dp.cli.train import main
     from jaxmd_dp.config import config_from_dict
     from jaxmd_dp.data.sampler import make_batch
     from jaxmd_dp.model.energy import init_params
-    from jaxmd_dp.cli.train import main
     from jaxmd_dp.train.parallel import local_workers, stack_batches
     from jaxmd_dp.train.schedule import exp_decay, worker_scale
     from jaxmd_dp.train.step import device_batch, init_state, make_train_step
@@ -86,7 +97,9 @@ def worker(mode: str, water: str, out: str) -> None:
 
     loop.Trainer = Recorded  # the command line builds its trainer from jaxmd_dp.train.loop
     cfg = str(out / "in.json")
-    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("JAX_PROCESS_ID", "0"))))
+    rank = int(
+        os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("JAX_PROCESS_ID", "0")))
+    )
 
     # 20 steps: the parameters stay identical on every worker; only rank 0 writes
     run = out / f"run_rank{rank}"
@@ -99,8 +112,10 @@ def worker(mode: str, water: str, out: str) -> None:
     res["digest"] = _digest(tr.state.params)
     if workers.mesh is not None:  # every device's own copy of the replicated parameters
         leaves = jax.tree_util.tree_leaves(tr.state.params)
-        res["device_digests"] = [_digest([np.asarray(leaf.addressable_shards[i].data) for leaf in leaves])
-                                 for i in range(len(leaves[0].addressable_shards))]
+        res["device_digests"] = [
+            _digest([np.asarray(leaf.addressable_shards[i].data) for leaf in leaves])
+            for i in range(len(leaves[0].addressable_shards))
+        ]
 
     # learning rate scaled by the TOTAL worker count: the trainer's (linear), and the three modes
     res["start_lr"] = {"trainer": tr.schedule.start_lr}
@@ -119,11 +134,20 @@ def worker(mode: str, water: str, out: str) -> None:
         # the learning rate: start_lr 2e-3 unscaled (its step is then the reference step compiled below)
         lines = []
         shutil.copytree(run, out / "one")
-        t1 = loop.Trainer(config_from_dict(config_dict(water, scale_by_worker="none", start_lr=2e-3)), out / "one",
-                          restart=out / "one", workers=local_workers(jax.local_devices()[:1]), log=lines.append)
-        res["one_worker"] = {"size": t1.workers.size, "step": int(t1.state.step), "start_lr": t1.schedule.start_lr,
-                             "same_schedule": t1.schedule == tr.schedule,
-                             "logged_reseed": any("checkpoint had 2" in ln for ln in lines)}
+        t1 = loop.Trainer(
+            config_from_dict(config_dict(water, scale_by_worker="none", start_lr=2e-3)),
+            out / "one",
+            restart=out / "one",
+            workers=local_workers(jax.local_devices()[:1]),
+            log=lines.append,
+        )
+        res["one_worker"] = {
+            "size": t1.workers.size,
+            "step": int(t1.state.step),
+            "start_lr": t1.schedule.start_lr,
+            "same_schedule": t1.schedule == tr.schedule,
+            "logged_reseed": any("checkpoint had 2" in ln for ln in lines),
+        }
         t1.fit(NSTEPS + 5)
         res["one_worker"]["final_step"] = int(t1.state.step)
 
@@ -139,8 +163,9 @@ def worker(mode: str, water: str, out: str) -> None:
     def one_step(make, batch):
         state = init_state(jax.tree_util.tree_map(jnp.array, params0), opt)
         new, _ = make(tr.hyper, tr.prefs, tr.schedule, opt)(state, tr.stats, device_batch(batch), layout)
-        adam = [s for s in jax.tree_util.tree_leaves(new.opt_state, is_leaf=lambda x: hasattr(x, "mu"))
-                if hasattr(s, "mu")][0]
+        adam = [
+            s for s in jax.tree_util.tree_leaves(new.opt_state, is_leaf=lambda x: hasattr(x, "mu")) if hasattr(s, "mu")
+        ][0]
         grads = jax.tree_util.tree_map(lambda m: np.asarray(m) / 0.1, adam.mu)  # first step: mu = (1 − b1) g
         return grads, jax.tree_util.tree_map(np.asarray, new.params)
 
@@ -148,8 +173,9 @@ def worker(mode: str, water: str, out: str) -> None:
     par_g, par_p = one_step(workers.make_train_step, mine)
     res["grad_rel_err"] = _rel_err(par_g, ref_g)
     res["param_rel_err"] = _rel_err(par_p, ref_p)
-    res["update_rel_err"] = _rel_err(jax.tree_util.tree_map(np.subtract, par_p, params0),
-                                     jax.tree_util.tree_map(np.subtract, ref_p, params0))
+    res["update_rel_err"] = _rel_err(
+        jax.tree_util.tree_map(np.subtract, par_p, params0), jax.tree_util.tree_map(np.subtract, ref_p, params0)
+    )
     res["grad_nonzero"] = bool(max(np.max(np.abs(g)) for g in jax.tree_util.tree_leaves(ref_g)) > 0)
     (out / f"result_rank{workers.rank}.json").write_text(json.dumps(res))
 
@@ -185,18 +211,32 @@ def signal_worker(water: str, out: str) -> None:
     rc = main([str(out / "sig.json"), "-o", str(out / f"sig_rank{rank}"), "--mpi-log", "collect"])
     tr = trainers[-1]
     ckpt = out / "sig_rank0" / "model.ckpt"
-    (out / f"signal_rank{rank}.json").write_text(json.dumps(
-        {"rc": rc, "step": int(tr.state.step), "checkpoints": sorted(p.name for p in ckpt.iterdir()) if rank == 0 else []}))
+    (out / f"signal_rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "rc": rc,
+                "step": int(tr.state.step),
+                "checkpoints": sorted(p.name for p in ckpt.iterdir()) if rank == 0 else [],
+            }
+        )
+    )
 
 
 # ============================================================================ the tests
 if __name__ != "__main__":
     import pytest
+    from shared_paths import require
 
     from jaxmd_dp.train.parallel import (
-        WorkerBatches, Workers, detect_launcher, local_workers, mpi_world_size, rank_logger, training_summary,
-        worker_seed)
-    from shared_paths import require
+        WorkerBatches,
+        Workers,
+        detect_launcher,
+        local_workers,
+        mpi_world_size,
+        rank_logger,
+        training_summary,
+        worker_seed,
+    )
 
     REQUIRE_MPI = os.environ.get("JAXMD_DP_REQUIRE_MPI") == "1"
 
@@ -261,10 +301,17 @@ if __name__ != "__main__":
         water = require("water")
         (out / "in.json").write_text(json.dumps(config_dict(str(water))))
         addr = f"127.0.0.1:{_free_port()}"
-        procs = [subprocess.Popen([sys.executable, str(HERE), "jax", str(water), str(out)], cwd=REPO, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env={**env, "JAX_COORDINATOR_ADDRESS": addr, "JAX_NUM_PROCESSES": "2",
-                                       "JAX_PROCESS_ID": str(r)}) for r in range(2)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(HERE), "jax", str(water), str(out)],
+                cwd=REPO,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**env, "JAX_COORDINATOR_ADDRESS": addr, "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(r)},
+            )
+            for r in range(2)
+        ]
         outs = []
         try:
             for p in procs:
@@ -296,15 +343,21 @@ if __name__ != "__main__":
             assert r["start_lr"]["sqrt"] == pytest.approx(math.sqrt(2) * 1e-3, rel=1e-12)
             assert r["start_lr"]["none"] == pytest.approx(1e-3, rel=1e-12)
         run0 = out / "run_rank0"
-        lr_col = [float(ln.split()[-1]) for ln in (run0 / "lcurve.out").read_text().splitlines()
-                  if not ln.startswith("#")]
+        lr_col = [
+            float(ln.split()[-1]) for ln in (run0 / "lcurve.out").read_text().splitlines() if not ln.startswith("#")
+        ]
         assert lr_col[0] == pytest.approx(2e-3, rel=1e-6)  # step 1 at the scaled start_lr
         # only rank 0 wrote files
         assert {"lcurve.out", "out.json", "model.ckpt"} <= {p.name for p in run0.iterdir()}
         for r in range(1, len(results)):
             assert not (out / f"run_rank{r}").exists(), f"rank {r} wrote its output directory"
-        assert {p.name for p in out.iterdir()} <= {"in.json", "run_rank0", "part_rank0", "one",
-                                                   *(f"result_rank{r}.json" for r in range(len(results)))}
+        assert {p.name for p in out.iterdir()} <= {
+            "in.json",
+            "run_rank0",
+            "part_rank0",
+            "one",
+            *(f"result_rank{r}.json" for r in range(len(results))),
+        }
 
     @pytest.mark.slow
     def test_two_devices_one_process(tmp_path, jax_cache):
@@ -319,8 +372,14 @@ if __name__ != "__main__":
         assert results[0]["restart_exact"]  # restart with the same workers continues exactly
         # the 2-worker checkpoint continues on 1 worker (new sampling sequence)
         one = results[0]["one_worker"]
-        assert one == {"size": 1, "step": NSTEPS, "start_lr": pytest.approx(2e-3), "same_schedule": True,
-                       "logged_reseed": True, "final_step": NSTEPS + 5}
+        assert one == {
+            "size": 1,
+            "step": NSTEPS,
+            "start_lr": pytest.approx(2e-3),
+            "same_schedule": True,
+            "logged_reseed": True,
+            "final_step": NSTEPS + 5,
+        }
         rows = [ln for ln in (tmp_path / "one" / "lcurve.out").read_text().splitlines() if not ln.startswith("#")]
         assert [int(r.split()[0]) for r in rows] == [1, 10, 20, 25]
 
@@ -351,8 +410,9 @@ if __name__ != "__main__":
     def test_signal_on_one_rank_stops_all(tmp_path, jax_cache):
         """SIGTERM delivered to rank 1 only: both ranks stop at the next agreed step, rank 0 checkpoints it."""
         water = require("water")
-        p = _run([_mpiexec(), "-n", "2", sys.executable, str(HERE), "signal", str(water), str(tmp_path)],
-                 _env(jax_cache))
+        p = _run(
+            [_mpiexec(), "-n", "2", sys.executable, str(HERE), "signal", str(water), str(tmp_path)], _env(jax_cache)
+        )
         res = [json.loads((tmp_path / f"signal_rank{r}.json").read_text()) for r in range(2)]
         assert [r["rc"] for r in res] == [0, 0]
         assert [r["step"] for r in res] == [20, 20]  # signal in step 13, agreed at the sync step 20
@@ -376,9 +436,17 @@ if __name__ != "__main__":
         from jaxmd_dp.data.system import System
 
         rng = np.random.default_rng(natoms)
-        return System(path, np.arange(natoms, dtype=np.int32) % 2, pbc, rng.random((nframes, natoms, 3)),
-                      np.tile(np.eye(3) * 10, (nframes, 1, 1)) if pbc else None, rng.random(nframes),
-                      rng.random((nframes, natoms, 3)), None, (nframes,))
+        return System(
+            path,
+            np.arange(natoms, dtype=np.int32) % 2,
+            pbc,
+            rng.random((nframes, natoms, 3)),
+            np.tile(np.eye(3) * 10, (nframes, 1, 1)) if pbc else None,
+            rng.random(nframes),
+            rng.random((nframes, natoms, 3)),
+            None,
+            (nframes,),
+        )
 
     def test_worker_batches_share_a_shape_group():
         """Several workers of one program draw from one shape group per step, each system with its sampler
@@ -423,9 +491,17 @@ if __name__ != "__main__":
         w = local_workers()
         assert w.size == 1 and w.is_writer and w.mesh is None and w.grad_reduce is None
         text = training_summary(w)
-        for key in ("Summary of the training", "distributed:          no", "world size:           1",
-                    "my rank:              0", "node list:", "computing device(s):", "visible devices:", "threads:",
-                    "huge pages:"):
+        for key in (
+            "Summary of the training",
+            "distributed:          no",
+            "world size:           1",
+            "my rank:              0",
+            "node list:",
+            "computing device(s):",
+            "visible devices:",
+            "threads:",
+            "huge pages:",
+        ):
             assert key in text, text
         assert rank_logger(w) is print
 

@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 import pytest
+from train.tiny import tiny_cu_dict, write_config
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.train import Trainer
 from jaxmd_dp.train.checkpoint import load_model_from_checkpoint
-from train.tiny import tiny_cu_dict, write_config
 
 pytestmark = pytest.mark.slow
 TRAIN = [sys.executable, "-m", "jaxmd_dp.train"]
@@ -60,7 +60,9 @@ def test_sigkill_then_restart_equals_uninterrupted(reference, tmp_path):
     wait_for_line(out / "lcurve.out", kill_at, p)
     p.send_signal(signal.SIGKILL)
     p.wait()
-    r = subprocess.run(TRAIN + [cfg, "-o", str(out), "--restart", str(out)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        TRAIN + [cfg, "-o", str(out), "--restart", str(out)], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert rows(out / "lcurve.out") == rows(ref_out / "lcurve.out"), f"killed at lcurve step {kill_at}"
     assert same_params(out, ref_out)
@@ -70,8 +72,12 @@ def test_sigterm_saves_then_exits_zero(reference, tmp_path):
     _, cfg = reference
     out = tmp_path / "out"
     # far more steps than the signal takes to arrive (the tiny model's 40 steps can finish within ~50 ms)
-    p = subprocess.Popen(TRAIN + [cfg, "-o", str(out), "training.save_freq=1000000", "training.numb_steps=100000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        TRAIN + [cfg, "-o", str(out), "training.save_freq=1000000", "training.numb_steps=100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_line(out / "lcurve.out", 5, p)
     p.send_signal(signal.SIGTERM)
     try:
@@ -107,7 +113,9 @@ def test_nan_in_data_stops_and_keeps_last_checkpoint(tmp_path):
     trainer.train_systems[0].force[draws[12]] = np.nan
     trainer.fit(10)  # checkpoint at 10
     good = load_model_from_checkpoint(tmp_path / "run")[1]
-    with pytest.raises(TrainingDiverged, match=r"step 13: loss or gradient is not finite .*data.000.*checkpoint \(10\)"):
+    with pytest.raises(
+        TrainingDiverged, match=r"step 13: loss or gradient is not finite .*data.000.*checkpoint \(10\)"
+    ):
         trainer.fit(40)
     steps = sorted(int(s.name) for s in (tmp_path / "run" / "model.ckpt").iterdir() if s.name.isdigit())
     assert steps == [10]
@@ -128,8 +136,11 @@ def test_all_finite_sees_every_inf_and_nan_under_jit(dtype):
 
     f = jax.jit(all_finite)
     # small leaves (summed packed) and one above SMALL_LEAF entries ("c")
-    tree = {"a": jnp.ones((3, 4), dtype), "b": [jnp.full((5,), 1e30, dtype), jnp.zeros((2, 2), dtype)],
-            "c": jnp.ones((40, 30), dtype)}
+    tree = {
+        "a": jnp.ones((3, 4), dtype),
+        "b": [jnp.full((5,), 1e30, dtype), jnp.zeros((2, 2), dtype)],
+        "c": jnp.ones((40, 30), dtype),
+    }
     assert bool(f(tree))
     for bad in (np.inf, -np.inf, np.nan):
         for path in (("a",), ("b", 0), ("b", 1), ("c",)):

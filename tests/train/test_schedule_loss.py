@@ -5,14 +5,16 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from fixture_models import fixture_dir
+
 from jaxmd_dp.model.energy import Prediction
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
 from jaxmd_dp.train.schedule import effective_decay_steps, exp_decay, prefactor, worker_scale
 
 
-@pytest.mark.parametrize("start,stop,ds,n", [(1e-3, 3.51e-8, 5000, 1_000_000), (1e-3, 1e-4, 10, 50), (2e-3, 1e-6, 7, 333)])
+@pytest.mark.parametrize(
+    "start,stop,ds,n", [(1e-3, 3.51e-8, 5000, 1_000_000), (1e-3, 1e-4, 10, 50), (2e-3, 1e-6, 7, 333)]
+)
 def test_exp_decay_formula(start, stop, ds, n):
     lr = exp_decay(start, stop, ds, n)
     rate = math.exp(math.log(stop / start) / (n / ds))  # DeePMD-kit: lr reaches stop_lr at numb_steps
@@ -57,8 +59,14 @@ def test_energy_loss_matches_numpy():
     rng = np.random.default_rng(0)
     nb, na = 3, 5
     pred = Prediction(rng.normal(size=nb), rng.normal(size=(nb, na, 3)), rng.normal(size=(nb, 9)), None)
-    batch = {"energy": rng.normal(size=nb), "force": rng.normal(size=(nb, na, 3)), "virial": rng.normal(size=(nb, 9)),
-             "find_energy": 1.0, "find_force": 1.0, "find_virial": 1.0}
+    batch = {
+        "energy": rng.normal(size=nb),
+        "force": rng.normal(size=(nb, na, 3)),
+        "virial": rng.normal(size=(nb, 9)),
+        "find_energy": 1.0,
+        "find_force": 1.0,
+        "find_virial": 1.0,
+    }
     prefs = LossPrefs(0.02, 1.0, 1000.0, 1.0, 0.02, 1.0)
     lr, start = 3e-4, 1e-3
     loss, m = energy_loss(pred, batch, prefs, lr, start)

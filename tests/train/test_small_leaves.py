@@ -14,12 +14,21 @@ from jaxmd_dp.train.step import make_optimizer
 
 def mixed_tree(rng, xp=np):
     """Weights of mixed sizes and dtypes, as a model in mixed precision has them."""
-    return {"embed": {"bias": xp.asarray(rng.normal(size=25), np.float32),
-                      "matrix": xp.asarray(rng.normal(size=(40, 50)), np.float32),
-                      "row": xp.asarray(rng.normal(size=(1, 25)), np.float32)},
-            "fit": [{"bias": xp.asarray(rng.normal(size=240)), "idt": xp.asarray(rng.normal(size=240)),
-                     "matrix": xp.asarray(rng.normal(size=(240, 240)))},
-                    {"bias": xp.asarray(rng.normal(size=1)), "matrix": xp.asarray(rng.normal(size=(240, 1)))}]}
+    return {
+        "embed": {
+            "bias": xp.asarray(rng.normal(size=25), np.float32),
+            "matrix": xp.asarray(rng.normal(size=(40, 50)), np.float32),
+            "row": xp.asarray(rng.normal(size=(1, 25)), np.float32),
+        },
+        "fit": [
+            {
+                "bias": xp.asarray(rng.normal(size=240)),
+                "idt": xp.asarray(rng.normal(size=240)),
+                "matrix": xp.asarray(rng.normal(size=(240, 240))),
+            },
+            {"bias": xp.asarray(rng.normal(size=1)), "matrix": xp.asarray(rng.normal(size=(240, 1)))},
+        ],
+    }
 
 
 @pytest.mark.parametrize("xp", [np, jnp])
@@ -45,12 +54,17 @@ def test_packed_optimizer_steps_as_the_one_it_wraps(weight_decay, form):
     schedule = exp_decay(1e-3, 1e-8, 2, 20)
     packed = make_optimizer(schedule, weight_decay=weight_decay, form=form)
     adam = optax.scale_by_adam(eps=1e-8) if form == "pytorch" else scale_by_adam_tf(eps=1e-8)
-    plain = optax.chain(*([optax.add_decayed_weights(weight_decay)] if weight_decay else []), adam,
-                        optax.scale_by_learning_rate(schedule))
+    plain = optax.chain(
+        *([optax.add_decayed_weights(weight_decay)] if weight_decay else []),
+        adam,
+        optax.scale_by_learning_rate(schedule),
+    )
     rng = np.random.default_rng(1)
     params = jax.tree_util.tree_map(jnp.asarray, mixed_tree(rng))
     p_state, r_state, p_params, r_params = packed.init(params), plain.init(params), params, params
-    assert any(isinstance(x, Packed) for x in jax.tree_util.tree_leaves(p_state, is_leaf=lambda x: isinstance(x, Packed)))
+    assert any(
+        isinstance(x, Packed) for x in jax.tree_util.tree_leaves(p_state, is_leaf=lambda x: isinstance(x, Packed))
+    )
     for _ in range(4):
         grads = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
         pu, p_state = packed.update(grads, p_state, p_params)

@@ -21,8 +21,13 @@ def test_scalars_round_trip(tmp_path):
     logdir = tmp_path / "run" / "log"
     with TBWriter(logdir) as tb:
         for step in (1, 10, 20):
-            tb.metrics(step, {"rmse": 2.0 / step, "rmse_e": np.float64(0.1 / step), "rmse_v": math.nan},
-                       {"rmse": 3.0 / step, "rmse_e": 0.2 / step}, lr=1e-3 * 0.5 ** (step // 10), step_time=0.25)
+            tb.metrics(
+                step,
+                {"rmse": 2.0 / step, "rmse_e": np.float64(0.1 / step), "rmse_v": math.nan},
+                {"rmse": 3.0 / step, "rmse_e": 0.2 / step},
+                lr=1e-3 * 0.5 ** (step // 10),
+                step_time=0.25,
+            )
         tb.scalars(30, {"custom/tag": 7, "skipped": None})
     got = _read(logdir)
     assert set(got) == {"rmse/trn", "rmse_e/trn", "rmse/val", "rmse_e/val", "lr", "step_time", "custom/tag"}

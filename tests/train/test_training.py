@@ -7,14 +7,14 @@ import threading
 import jax
 import numpy as np
 import pytest
+from shared_paths import require  # noqa: E402
+from tiny import small_water_model
 
 from jaxmd_dp.api import LivePlot
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.train import Trainer, step
 from jaxmd_dp.train.callbacks import Callback
 from jaxmd_dp.train.lcurve import line as lcurve_line
-from shared_paths import require  # noqa: E402
-from tiny import small_water_model
 
 
 def small_config(numb_steps=100, **training):
@@ -26,8 +26,13 @@ def small_config(numb_steps=100, **training):
         "training": {
             "training_data": {"systems": [str(water / f"data_{k}") for k in range(3)], "batch_size": 1},
             "validation_data": {"systems": [str(water / "data_3")], "batch_size": 1, "numb_btch": 1},
-            "numb_steps": numb_steps, "seed": 7, "disp_freq": 10, "save_freq": 50, "max_ckpt_keep": 3,
-            "tensorboard": True, "tensorboard_freq": 5,
+            "numb_steps": numb_steps,
+            "seed": 7,
+            "disp_freq": 10,
+            "save_freq": 50,
+            "max_ckpt_keep": 3,
+            "tensorboard": True,
+            "tensorboard_freq": 5,
             **training,
         },
     }
@@ -45,9 +50,11 @@ def compile_stages():
     return []
 
 
-STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
-          "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-          "/jax/core/compile/backend_compile_duration": "compile"}
+STAGES = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
 
 
 class Recorder(Callback):
@@ -204,8 +211,10 @@ def test_training_step_traced_before_the_evaluation_step(full_run, compile_stage
     """The first training step is traced and lowered before the thread that compiles the evaluation step
     starts (tracing is Python: two traces side by side only take turns); the step's call then reuses that
     trace and lowering, so each happens once."""
-    stages = [(stage, "train" if "train_step" in (name or "") else "eval" if "eval_step" in (name or "") else None)
-              for stage, name, _ in compile_stages]
+    stages = [
+        (stage, "train" if "train_step" in (name or "") else "eval" if "eval_step" in (name or "") else None)
+        for stage, name, _ in compile_stages
+    ]
     for stage in ("trace", "lower", "compile"):
         assert stages.count((stage, "train")) == 1, compile_stages
     assert stages.index(("lower", "train")) < stages.index(("trace", "eval")), compile_stages
@@ -363,7 +372,9 @@ def test_checkpoint_usable_by_test(full_run, capsys):
     text = capsys.readouterr().out
     assert rc == 0 and "Force  RMSE" in text
     rmse_f = float(text.split("Force  RMSE        :")[1].split()[0])
-    assert rmse_f == pytest.approx(trainer.evaluate(require("water/data_3"), 4)["rmse_f"], rel=1e-6)  # printed with 7 digits
+    assert rmse_f == pytest.approx(
+        trainer.evaluate(require("water/data_3"), 4)["rmse_f"], rel=1e-6
+    )  # printed with 7 digits
 
 
 def test_tensorboard_events_from_training(full_run):

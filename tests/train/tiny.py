@@ -11,18 +11,36 @@ def tiny_cu_dict(numb_steps=40, **training):
     return {
         "model": {
             "type_map": ["Cu"],
-            "descriptor": {"type": "se_e2_a", "sel": [48], "rcut": 4.5, "rcut_smth": 2.0, "neuron": [4, 8],
-                           "axis_neuron": 2, "type_one_side": True, "seed": 1},
+            "descriptor": {
+                "type": "se_e2_a",
+                "sel": [48],
+                "rcut": 4.5,
+                "rcut_smth": 2.0,
+                "neuron": [4, 8],
+                "axis_neuron": 2,
+                "type_one_side": True,
+                "seed": 1,
+            },
             "fitting_net": {"neuron": [8, 8], "resnet_dt": True, "seed": 1},
             "data_stat_nbatch": 2,
         },
         "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-4, "decay_steps": 10},
-        "loss": {"start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1,
-                 "start_pref_v": 0.02, "limit_pref_v": 1},
+        "loss": {
+            "start_pref_e": 0.02,
+            "limit_pref_e": 1,
+            "start_pref_f": 1000,
+            "limit_pref_f": 1,
+            "start_pref_v": 0.02,
+            "limit_pref_v": 1,
+        },
         "training": {
             "training_data": {"systems": [str(cu / "iter.000000/02.fp/data.000")], "batch_size": 1},
             "validation_data": {"systems": [str(cu / "iter.000016/02.fp/data.000")], "batch_size": 1, "numb_btch": 1},
-            "numb_steps": numb_steps, "seed": 3, "disp_freq": 5, "save_freq": 10, "max_ckpt_keep": 10,
+            "numb_steps": numb_steps,
+            "seed": 3,
+            "disp_freq": 5,
+            "save_freq": 10,
+            "max_ckpt_keep": 10,
             **training,
         },
     }
@@ -38,8 +56,16 @@ def small_water_model() -> dict:
     (DeePMD-kit's water sel and cut-offs, tiny nets)."""
     return {
         "type_map": ["O", "H"],
-        "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0, "rcut_smth": 0.5, "neuron": [4, 8],
-                       "axis_neuron": 2, "type_one_side": True, "seed": 1},
+        "descriptor": {
+            "type": "se_e2_a",
+            "sel": [46, 92],
+            "rcut": 6.0,
+            "rcut_smth": 0.5,
+            "neuron": [4, 8],
+            "axis_neuron": 2,
+            "type_one_side": True,
+            "seed": 1,
+        },
         "fitting_net": {"neuron": [16, 16], "resnet_dt": True, "seed": 1},
         "data_stat_nbatch": 2,
     }

@@ -14,14 +14,15 @@ weights only, reverse mode.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 from jax.custom_derivatives import SymbolicZero, linear_call
 
 
-def with_written_transposes(product: Callable, transpose_in_first: Callable | None = None,
-                            transpose_in_second: Callable | None = None) -> Callable:
+def with_written_transposes(
+    product: Callable, transpose_in_first: Callable | None = None, transpose_in_second: Callable | None = None
+) -> Callable:
     """product(A, B), bilinear, as a ``custom_jvp``. transpose_in_first(B, u): A's cotangent from the
     product's cotangent u; transpose_in_second(A, u): B's. A term without its transpose is the product of
     its tangent, transposed by autodiff."""
@@ -36,11 +37,13 @@ def with_written_transposes(product: Callable, transpose_in_first: Callable | No
         dA, dB = tangents
         parts = []  # JAX calls this rule only when dA or dB is not a symbolic zero
         if not isinstance(dA, SymbolicZero):
-            parts.append(f(dA, B) if transpose_in_first is None
-                         else linear_call(lambda b, da: product(da, b), transpose_in_first, B, dA))
+            parts.append(
+                f(dA, B)
+                if transpose_in_first is None
+                else linear_call(lambda b, da: product(da, b), transpose_in_first, B, dA)
+            )
         if not isinstance(dB, SymbolicZero):
-            parts.append(f(A, dB) if transpose_in_second is None
-                         else linear_call(product, transpose_in_second, A, dB))
+            parts.append(f(A, dB) if transpose_in_second is None else linear_call(product, transpose_in_second, A, dB))
         return f(A, B), sum(parts[1:], parts[0])
 
     f.defjvp(f_jvp, symbolic_zeros=True)

@@ -86,8 +86,8 @@ def _value_and_slope_bwd(saved, cts):
             a, ap = gy * p["idt"], gyp * p["idt"]
         else:
             a, ap = gy, gyp
-        gu = d * ap                      # cotangent of u = x′·W
-        gz = d * (a - 2 * t * u * ap)    # of z = x·W + b: tanh′ = 1 − t², tanh″ = −2t(1 − t²)
+        gu = d * ap  # cotangent of u = x′·W
+        gz = d * (a - 2 * t * u * ap)  # of z = x·W + b: tanh′ = 1 − t², tanh″ = −2t(1 − t²)
         g["bias"] = jnp.sum(gz, axis=0)
         if xp is None:  # the input: x = s, x′ = 1
             g["matrix"] = _mm(x.T, gz) + jnp.sum(gu, axis=0, keepdims=True)

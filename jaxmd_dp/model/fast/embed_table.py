@@ -41,8 +41,17 @@ def quintic_basis(t: jax.Array) -> jax.Array:
     t2 = t * t
     t3 = t2 * t
     t4, t5 = t3 * t, t3 * t2
-    return jnp.stack([1 - 10 * t3 + 15 * t4 - 6 * t5, t - 6 * t3 + 8 * t4 - 3 * t5, 0.5 * (t2 - 3 * t3 + 3 * t4 - t5),
-                      10 * t3 - 15 * t4 + 6 * t5, -4 * t3 + 7 * t4 - 3 * t5, 0.5 * (t3 - 2 * t4 + t5)], axis=-1)
+    return jnp.stack(
+        [
+            1 - 10 * t3 + 15 * t4 - 6 * t5,
+            t - 6 * t3 + 8 * t4 - 3 * t5,
+            0.5 * (t2 - 3 * t3 + 3 * t4 - t5),
+            10 * t3 - 15 * t4 + 6 * t5,
+            -4 * t3 + 7 * t4 - 3 * t5,
+            0.5 * (t3 - 2 * t4 + t5),
+        ],
+        axis=-1,
+    )
 
 
 @quintic_basis.defjvp
@@ -53,19 +62,25 @@ def _quintic_basis_jvp(primals, tangents):
     s = 1 - t
     t2, s2 = t * t, s * s
     c = 30 * t2 * s2
-    slopes = [-c, s2 * (1 + t * (2 - 15 * t)), 0.5 * t * s2 * (2 - 5 * t), c, t2 * (t * (28 - 15 * t) - 12),
-              0.5 * t2 * s * (3 - 5 * t)]
+    slopes = [
+        -c,
+        s2 * (1 + t * (2 - 15 * t)),
+        0.5 * t * s2 * (2 - 5 * t),
+        c,
+        t2 * (t * (28 - 15 * t) - 12),
+        0.5 * t2 * s * (3 - 5 * t),
+    ]
     # stacked products, not slopes · dt[..., None]: the transpose is then a sum of six element-wise
     # terms, not a reduction over the last axis (slow in XLA CPU's float32 path, YNNPACK)
     return quintic_basis(t), jnp.stack([q * dt for q in slopes], axis=-1)
 
 
 def _outer_in_a_t(b: jax.Array, ct: jax.Array) -> jax.Array:
-    return sum(ct[..., :, q] * b[..., q:q + 1] for q in range(b.shape[-1]))
+    return sum(ct[..., :, q] * b[..., q : q + 1] for q in range(b.shape[-1]))
 
 
 def _outer_in_b_t(a: jax.Array, ct: jax.Array) -> jax.Array:
-    return sum(ct[..., p, :] * a[..., p:p + 1] for p in range(a.shape[-1]))
+    return sum(ct[..., p, :] * a[..., p : p + 1] for p in range(a.shape[-1]))
 
 
 def _outer(a: jax.Array, b: jax.Array) -> jax.Array:

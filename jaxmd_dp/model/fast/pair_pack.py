@@ -98,14 +98,18 @@ def uniform_empty(davg, dstd, sel: tuple[int, ...]) -> bool:
     assumed."""
     e = empty_rows(np.asarray(davg), np.asarray(dstd))  # numpy in, numpy out: no compile
     sec = np.concatenate([[0], np.cumsum(sel)]).astype(int)
-    return bool(all(np.array_equal(e[:, a:b], np.broadcast_to(e[:, a:a + 1], e[:, a:b].shape))
-                    for a, b in zip(sec[:-1], sec[1:])))
+    return bool(
+        all(
+            np.array_equal(e[:, a:b], np.broadcast_to(e[:, a : a + 1], e[:, a:b].shape))
+            for a, b in zip(sec[:-1], sec[1:])
+        )
+    )
 
 
 def pair_counts(mask: jax.Array, sel: tuple[int, ...]) -> jax.Array:
     """Real pairs per frame in each neighbour type's section: (nframes, ntypes) from mask (nf, natoms, nnei)."""
     sec = np.concatenate([[0], np.cumsum(sel)])
-    return jnp.stack([jnp.sum(mask[:, :, sec[t]:sec[t + 1]], axis=(1, 2)) for t in range(len(sel))], axis=-1)
+    return jnp.stack([jnp.sum(mask[:, :, sec[t] : sec[t + 1]], axis=(1, 2)) for t in range(len(sel))], axis=-1)
 
 
 def pack_index(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
@@ -196,7 +200,6 @@ def empty_slot_term(net, mask: jax.Array, empty: jax.Array, centre, uniform: boo
         hole = (~jnp.pad(mask, ((0, 0), (0, 0), (0, empty.shape[-2] - held)))).astype(e.dtype)  # (nf, n, sel_t)
     blocks = outer(e, net(e[..., :1]))  # (k, s, 4, M1); e ⊗ G(e_0), with element-wise transposes
     if not one_type:  # one indicator column per (centre type, slot): the atom's own type only
-        hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in range(e.shape[0])],
-                               axis=-1)
+        hole = jnp.concatenate([hole * (centre == t)[..., None].astype(hole.dtype) for t in range(e.shape[0])], axis=-1)
     out = jnp.matmul(hole.reshape(nf * n, -1), blocks.reshape(hole.shape[-1], -1), precision=PRECISION)
     return out.reshape(nf, n, 4, -1)

@@ -48,14 +48,17 @@ def _einsum(spec: str):
 _product_rt = _einsum("fnas,fnsm->fnam")
 _rt_g = with_written_transposes(_product_rt, transpose_in_second=_outer_sum)
 # the forces' R-cotangent, ct (nf, n, 4, M1), G → (nf, n, 4, s); G's cotangent Σ_a u_a ⊗ ct_a
-_ct_g = with_written_transposes(_einsum("fnam,fnsm->fnas"),
-                                transpose_in_second=lambda ct, u: _outer_sum(computed_once(u), ct))
+_ct_g = with_written_transposes(
+    _einsum("fnam,fnsm->fnas"), transpose_in_second=lambda ct, u: _outer_sum(computed_once(u), ct)
+)
 # D's cotangent in T<: T< (nf, n, 4, M2), ct_D (nf, n, M1, M2) → (nf, n, 4, M1); ct_D's cotangent Σ_a u_a ⊗ T<_a
-_tk_ct = with_written_transposes(_einsum("fnak,fnmk->fnam"),
-                                 transpose_in_second=lambda tk, u: _outer_sum(computed_once(u), tk))
+_tk_ct = with_written_transposes(
+    _einsum("fnak,fnmk->fnam"), transpose_in_second=lambda tk, u: _outer_sum(computed_once(u), tk)
+)
 # D's cotangent in T: T (nf, n, 4, M1), ct_D → (nf, n, 4, M2); ct_D's cotangent Σ_a T_a ⊗ u_a
-_tm_ct = with_written_transposes(_einsum("fnam,fnmk->fnak"),
-                                 transpose_in_second=lambda t, u: _outer_sum(computed_once(t), u))
+_tm_ct = with_written_transposes(
+    _einsum("fnam,fnmk->fnak"), transpose_in_second=lambda t, u: _outer_sum(computed_once(t), u)
+)
 
 
 @jax.custom_vjp
