@@ -38,7 +38,7 @@ def run_main(main: Callable[[list[str] | None], int], fast_exit: bool = False):
 
 def exit_now(code: int):
     """Exit with ``code`` without the interpreter's teardown when that is safe: after a training run,
-    freeing every module and XLA object took ~0.4 s. stdout and stderr are flushed first; every file the
+    freeing every module and XLA object is a noticeable wait. stdout and stderr are flushed first; every file the
     commands write is closed by then (checkpoints are written synchronously, log lines opened per line).
     Under MPI or ``jax.distributed`` the normal exit runs, so their finalisers do."""
     sys.stdout.flush()

@@ -73,8 +73,8 @@ class NeighborList(NamedTuple):
 def _perp_widths(box: np.ndarray) -> np.ndarray:
     """Distances between opposite faces of each cell: (nframes, 3) Å, from box (nframes, 3, 3).
 
-    Face k's normal is the cross product of the other two cell vectors (written out: ``np.cross`` costs
-    ~0.1 ms per call, and the training loop checks every batch's box)."""
+    Face k's normal is the cross product of the other two cell vectors (written out: ``np.cross``'s
+    per-call overhead dwarfs these few products, and the training loop checks every batch's box)."""
     u, v = box[:, [1, 2, 0]], box[:, [2, 0, 1]]
     normals = u[..., [1, 2, 0]] * v[..., [2, 0, 1]] - u[..., [2, 0, 1]] * v[..., [1, 2, 0]]
     vol = np.abs(np.sum(box[:, 0] * normals[:, 0], axis=-1))
@@ -351,7 +351,7 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m
 # offset and m candidate atoms (every atom for "brute", a cell's capacity for "cell"). Everything is
 # built by broadcasting one Cartesian component at a time from small per-atom/per-offset rows, and the
 # masks are applied in this 3-d shape: XLA CPU then runs the distance loops vectorised. Flattening the
-# candidates first (or working on (..., 3) arrays, or gathering per candidate pair) made them ~10x slower.
+# candidates first (or working on (..., 3) arrays, or gathering per candidate pair) made them far slower.
 # Consumers that need one candidate axis (the selections) flatten with a free reshape. The candidates'
 # periodic shifts are not built as a block: the selections compute them for the kept slots only.
 
@@ -373,8 +373,8 @@ def _every_atom_blocks(spec: NeighborSpec, r2, offs_np: np.ndarray, atype):
 def inverse_box(box: jax.Array) -> jax.Array:
     """The inverse of cells ``box`` (..., 3, 3) Å (rows are cell vectors), 1/Å, from their cross products
     (the adjugate over the determinant): exact to rounding like LU, and a few element-wise ops, where
-    ``jnp.linalg.inv`` lowers on the CPU to LAPACK calls whose first lowering imports scipy (~0.2 s) and
-    whose code costs every program that holds it ~0.1 s more to compile (neighbour scans, list stores)."""
+    ``jnp.linalg.inv`` lowers on the CPU to LAPACK calls whose first lowering imports scipy and whose code
+    lengthens the compile of every program that holds it (neighbour scans, list stores)."""
     a, b, c = box[..., 0, :], box[..., 1, :], box[..., 2, :]
     bc, ca, ab = jnp.cross(b, c), jnp.cross(c, a), jnp.cross(a, b)
     det = jnp.sum(a * bc, axis=-1)
@@ -515,8 +515,8 @@ def reduce_candidates(spec: NeighborSpec, fn, coord: jax.Array, box: jax.Array |
     (nframes, natoms, 3) Å; box (nframes, 3, 3) or None; atype (nframes, natoms).
 
     For statistics that reduce the candidates: each frame's candidate blocks are reduced while they are
-    in cache, and the cell list's gathers stay unbatched (vmapped over 64 water frames, XLA CPU took 7×
-    longer)."""
+    in cache, and the cell list's gathers stay unbatched (vmapped over a chunk of frames, XLA CPU ran them
+    several times slower)."""
 
     def one(frame):
         c, b, t = (None if x is None else x[None] for x in frame)
@@ -578,7 +578,7 @@ def build(
       order: "nearest" — each type's neighbours nearest first (DeePMD-kit's list); "any" — the same
         neighbours in candidate order, without a sort, whenever no type overflows its ``sel`` in the
         batch (otherwise the nearest are kept, as with "nearest"). The se_e2_a energy sums over slots, so
-        both give the same model outputs up to float rounding; "any" is ~10× cheaper on CPU (training).
+        both give the same model outputs up to float rounding; "any" is much cheaper on CPU (training).
 
     Returns:
       A :class:`NeighborList` with ``nnei = sum(spec.sel)`` slots per atom.

@@ -39,7 +39,7 @@ def pair_partners(idx: jax.Array, shift: jax.Array, atype: jax.Array, sel, once:
     from a search of each neighbour's section (:func:`_partners_by_search`, ~n · sel_t² work); the choice is
     made at run time, so both are compiled. ``once`` (static): the caller knows that no list holds an atom
     twice (:func:`jaxmd_dp.geometry.neighbor.holds_atoms_once` of the lists' spec): the table alone, with no
-    search compiled beside it (water's list store 0.67–0.72 → 0.47–0.53 s to compile).
+    search compiled beside it (a shorter compile of the list store).
     """
     nf, n, nnei = idx.shape
     idx = idx.astype(jnp.int32)

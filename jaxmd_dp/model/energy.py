@@ -108,7 +108,8 @@ class DeepPot(nn.Module):
 def init_params(hyper: ModelHyper, seed: int = 0, fitting_seed: int | None = None):
     """Fresh weights with DeePMD-kit's initialisation (:func:`nets.init_moments`), drawn on the host
     with numpy's generator seeded by ``seed``: nothing to compile (drawing with ``jax.random`` compiled
-    one threefry per weight array, 2–3 s of every cold start), and the same weights on every platform.
+    one threefry per weight array, a noticeable share of every cold start), and the same weights on every
+    platform.
     Weights are drawn leaf by leaf in the tree's (sorted) order and returned as host (numpy) arrays of the
     nets' dtypes: put them on the device with ``jax.device_put`` (``jnp.asarray`` compiles per shape).
     ``fitting_seed`` (``model.fitting_net.seed``): when given and not ``seed``, the fitting nets are drawn

@@ -56,8 +56,8 @@ PRECISION = jax.lax.Precision.HIGHEST
 
 # x @ w whose derivative keeps x behind an optimisation barrier. The weight gradient Σ_rows xᵀ g needs x
 # transposed; left to itself, XLA CPU fuses the element-wise producers of x (the backward pass's products
-# and sums) into that transpose, a strided loop that took 10–12 ms on the water embedding net's
-# (11,568 × 50) float32 rows against ~1 ms for the products and a plain transpose apart. The tangent
+# and sums) into that transpose, a strided loop far slower than the products and a plain transpose
+# apart (on the embedding nets' (pairs, width) float32 rows). The tangent
 # dx·w + barrier(x)·dw transposes to barrier(x)ᵀ·g, so x is materialised before it is transposed. Being a
 # custom_jvp, it has derivatives of any order in forward and reverse mode (jax.jvp, jax.hessian, ...).
 @jax.custom_jvp
@@ -152,7 +152,8 @@ class FittingNet(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         # The rows flat: the weight gradients of bias and idt then sum a (rows, width) array over its
-        # rows. Over (1, rows, width), XLA CPU's float32 sum took ~7× its float64 time (YNNPACK).
+        # rows. Over (1, rows, width), XLA CPU's float32 sum (YNNPACK) is several times slower than its
+        # float64 one.
         lead = x.shape[:-1]
         x = _hidden_layers(x.reshape(-1, x.shape[-1]), self.neuron, self.activation, self.resnet_dt, self.dtype)
         y = Layer(1, "linear", False, False, self.dtype, name=f"layer_{len(self.neuron)}")(x)

@@ -10,8 +10,8 @@ from jaxmd_dp.errors import InputError
 COMPILE_CACHE_DEFAULT = "~/.cache/jaxmd_dp/xla"
 COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # least recently used entries are evicted beyond this (with filelock)
 COMPILE_CACHE_MIN_SECONDS = 0.1  # programs that compile faster are not written (jax's default: 1 s); the
-# neighbour scan and list builds compile in 0.7-0.8 s each on a 2-core CPU, and a warm water start-up took
-# 5.1-5.6 s with them cached against 6.3-6.9 s without
+# neighbour scan and list builds compile in less than jax's threshold each, and a warm start-up is shorter
+# with them cached too
 
 
 def compile_cache_dir(arg: str | None) -> str | None:

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). That about doubles
-# the first training step's compile, for no faster step at these sizes: the training loop on a GPU is bound by
+# XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). That lengthens the
+# first training step's compile, for no faster step at these sizes: the training loop on a GPU is bound by
 # the host (docs/performance.md). Level 0 takes cuBLAS's heuristic choice of algorithm.
 GPU_STEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
@@ -36,8 +36,8 @@ def backend_options(wanted: tuple[tuple[str, object], ...], platform: str, backe
     this jaxlib accepts and ``XLA_FLAGS`` does not set, where ``backend`` (default: jax's default backend)
     is ``platform``; None elsewhere, or when none is left.
 
-    A one-op program is compiled with them all (~20 ms, once per process and set), and only when that
-    fails is each tried on its own."""
+    A one-op program is compiled with them all (once per process and set), and only when that fails is
+    each tried on its own."""
     if (backend or jax.default_backend()) != platform:
         return None
     flags = os.environ.get("XLA_FLAGS", "")

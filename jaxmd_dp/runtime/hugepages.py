@@ -1,26 +1,27 @@
 """Transparent huge pages for XLA's CPU buffers, through glibc's ``glibc.malloc.hugetlb=1`` tunable; and the
 buffer kept in malloc's heaps between steps (:func:`keep_freed_blocks`).
 
-XLA:CPU allocates a program's temporary buffer with ``malloc`` on every run and frees it afterwards (83 MB for
-the water training step). glibc serves a block that large from a fresh ``mmap`` each time, so every step
-page-faulted ~21,000 4-KiB pages in again (a large share of the step in kernel time) and then walked 0.8 GB
-of reads and writes through 4-KiB TLB entries. With the tunable, glibc advises the kernel to back such
+XLA:CPU allocates a program's temporary buffer with ``malloc`` on every run and frees it afterwards (tens
+of MB for a training step). glibc serves a block that large from a fresh ``mmap`` each time, so every step
+page-faulted its 4-KiB pages in again (a large share of the step in kernel time) and then walked the step's
+reads and writes through 4-KiB TLB entries. With the tunable, glibc advises the kernel to back such
 blocks with 2-MiB pages (``madvise(MADV_HUGEPAGE)``), which the kernel's default THP mode, ``madvise``,
 honours: far fewer faults and TLB misses (figures: docs/performance.md).
 
 glibc reads its tunables only when a process starts. So our command-line tools (``python -m jaxmd_dp.<tool>``
 and ``jaxmd-dp``) start over once, with the tunable added to ``GLIBC_TUNABLES``, before anything heavy is
-imported (:func:`reexec_with_hugepages`, called by the package's ``__init__``; it costs one interpreter start,
-~20 ms). Nothing else is touched: a notebook or a script that imports jaxmd_dp keeps its process as it is,
+imported (:func:`reexec_with_hugepages`, called by the package's ``__init__``; it costs one interpreter
+start). Nothing else is touched: a notebook or a script that imports jaxmd_dp keeps its process as it is,
 and the training summary says whether huge pages are on (:func:`status`). ``JAXMD_DP_HUGEPAGES=0`` turns the
 restart off; a ``glibc.malloc.hugetlb`` the user set is kept as it is.
 
 Huge pages still leave the block mapped and unmapped on every step, each 2-MiB page faulted in and zeroed
 again. Our tools therefore also tell glibc (``mallopt``, at start, :func:`keep_freed_blocks`) never to serve a
 block from its own mapping and not to give freed memory back to the kernel: a block up to glibc's 64-MiB heap
-size then comes from an arena's heap and stays there for the next step (water float32's 62-MB buffer, Cu
-float64's). Larger blocks are mapped as before. The cost: memory the process freed stays with it until it
-ends, and each thread's arena keeps its own blocks (a higher peak RSS, which levels off over a long run).
+size then comes from an arena's heap and stays there for the next step (water float32's buffer, Cu
+float64's; docs/performance.md). Larger blocks are mapped as before. The cost: memory the process freed
+stays with it until it ends, and each thread's arena keeps its own blocks (a higher peak RSS, which levels
+off over a long run).
 ``JAXMD_DP_KEEP_BUFFERS=0`` turns this off.
 
 This module imports nothing beyond the standard library: it runs before jax is loaded.

@@ -2,12 +2,12 @@
 
 Many jax.numpy functions (``where``, ``clip``, ``take_along_axis``, ...) are jitted functions. Called while
 a program is traced, each call is a nested jit: jax traces it as a program of its own and binds a call of
-it, and differentiating the program goes through those calls too. Tracing the water training step made
-~1,300 such calls (~660 nested traces), on one core before its compile can start. With jit disabled
+it, and differentiating the program goes through those calls too. Tracing the training step makes
+hundreds of such calls, on one core before its compile can start. With jit disabled
 (``jax.disable_jit``, which holds for the calling thread only) while the body of an outer ``jax.jit`` is
 traced, the helpers bind their primitives straight into the outer program: the same primitives without
 the calls, and the compiled program is the same (the same kernels, bitwise the same metrics), traced in
-about two thirds of the time.
+less time.
 
 Where jit is disabled, ``lax.scan``, ``lax.map`` and ``lax.fori_loop`` with a known trip count run as Python
 loops, unrolled into the program, and ``lax.cond`` on a known predicate takes its branch in Python: use

@@ -3,7 +3,7 @@
 A DeePMD-kit batch holds ``batch_size`` frames of one system, so data whose systems differ in atom count
 give one batch shape (nframes, natoms) per group of systems: Cu's ASC22 data has four (32 × 1, 3 × 12,
 2 × 16 and 1 × 32 atoms), Al-Cu-Mg's four as well. XLA compiles the training step and the evaluation step
-for each shape, 8–12 s per shape on a 2-core CPU: most of a cold start.
+for each shape, and on the CPU those compiles are most of a cold start (docs/performance.md).
 
 A merged batch lays the frames' atoms end to end, padded to one of a few sizes ``atoms``
 (:func:`bucket_sizes`): batches of 2 × 16 and 1 × 32 atoms share the size 32 at no cost, and a smaller
@@ -32,7 +32,8 @@ from jaxmd_dp.train.step import FIND_KEYS, FRAME_KEYS, NL_KEYS
 
 COST_BUDGET = 0.02  # padding may always add this much to the expected atoms per step (and to its time)
 COMPILE_ATOM_STEPS = 5000  # one more compiled step costs about the time of this many atom-steps of training
-# (2-core CPU, table 64: 3,000 for Al-Cu-Mg float64, 6,000 float32, 11,000–18,000 for Cu, 22,000 for water)
+# (a compile's time over the step's time per atom: fewer atom-steps where an atom costs more, as with
+# Al-Cu-Mg's large sel or in float64, more for water's)
 
 
 def bucket_sizes(

@@ -1,7 +1,7 @@
 """The training frames and their neighbour lists, kept on the device across epochs.
 
 A frame's neighbour list depends on its coordinates, box and types only, never on the weights, so the
-training step need not rebuild it every epoch (it was ~8 % of a water step on the CPU). The cache keeps
+training step need not rebuild it every epoch (a noticeable share of a step, on the CPU too). The cache keeps
 the frames of the systems of each atom count on the device (coordinates, box, types, labels: systems end
 to end, a :class:`_Group`), beside the lists of the frames drawn so far. The lists of frames drawn for
 the first time are built with the step's own builder (:func:`neighbor.build`, order "any") and stored
@@ -13,8 +13,8 @@ group), building and storing the lists of new frames in the same call. Only thos
 the host, and nothing waits for the device. The step skips the build, with the same numbers.
 
 Why on the device: on a GPU the host's share of a batch (copying its arrays and lists, merging them)
-took longer than the step itself (H200, Cu float32 table 64: 0.55 ms per bare step, 2.8 ms per step in
-the training loop with the lists kept on the host; 1.9 ms with the frames and lists on the device).
+took longer than the step itself, so the loop ran at the host's pace; with the frames and lists on the
+device only row numbers and slots cross over (docs/performance.md, the GPU's loop figures).
 
 Stored per neighbour slot: the neighbour index (int16 when the system has fewer than 32,768 atoms, else
 int32) and its periodic image (int16 cell-vector counts), 8 bytes: 55 MB for water's 320 training frames

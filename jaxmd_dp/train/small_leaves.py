@@ -5,9 +5,9 @@ An se_e2_a model has 16-48 weight arrays on the ASC22 inputs (Cu to Al-Cu-Mg), t
 few hundred entries (biases, ``idt``, one-row and one-column matrices; water: 22 of 32). Compiled for the CPU,
 every array an optimizer writes is a kernel of its own (XLA CPU has no multi-output fusion), and every kernel
 costs compile time whatever its size.
-Adam over the packed small weights writes two moment arrays instead of two per weight: the water float32
-training step compiles 505 instead of 587 kernels (with :func:`jaxmd_dp.train.step.all_finite` on the packed
-leaves too); the packing copies a few thousand numbers a step.
+Adam over the packed small weights writes two moment arrays instead of two per weight: the training step
+compiles several dozen fewer kernels (with :func:`jaxmd_dp.train.step.all_finite` on the packed leaves too);
+the packing copies a few thousand numbers a step.
 
     opt = pack_small_leaves(optax.adam(1e-3))
     state = opt.init(params)                 # the inner state holds Packed trees

@@ -89,7 +89,7 @@ def host_state(params, optimizer) -> TrainState:
 
 def init_state(params, optimizer) -> TrainState:
     """Step 0 and the optimizer's initial state, put on the device with no compile (a jitted
-    ``optimizer.init`` was a 0.1 s compile of every cold start, an eager one a compile per zeros shape)."""
+    ``optimizer.init`` was a compile in every cold start, an eager one a compile per zeros shape)."""
     return jax.device_put(host_state(params, optimizer))
 
 
@@ -131,7 +131,7 @@ def make_optimizer(
     DeePMD-kit's PyTorch and JAX backends) or "tensorflow" (:func:`scale_by_adam_tf`, as its TensorFlow
     backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does.
     The small weights are packed into one array per dtype (:func:`jaxmd_dp.train.small_leaves.pack_small_leaves`:
-    ~80 fewer kernels to compile in the water step); checkpoints keep the per-weight layout
+    fewer kernels to compile in the training step); checkpoints keep the per-weight layout
     (:func:`~jaxmd_dp.train.small_leaves.unpack_state`)."""
     if form not in ADAM_FORMS:
         raise ValueError(f"Adam form {form!r}: expected one of {ADAM_FORMS}")
@@ -265,7 +265,7 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: 
     evals: how many evaluation batches the run will take (0: few). The step runs once per batch of every
     ``disp_freq`` steps, so its compile is cut short where a faster run would not pay for it: XLA's backend
     optimisation level 1 of 3 always (a shorter compile, and the step no slower), and XLA CPU's older
-    element-wise emitters below :data:`MANY_EVALS` batches (a compile about half as long, on the cores the
+    element-wise emitters below :data:`MANY_EVALS` batches (a much shorter compile, on the cores the
     first training step's compile also uses, for a somewhat slower batch: worth it only for a few batches)."""
     return _eval_step(hyper, prefs, start_lr, evals < MANY_EVALS)
 
@@ -280,7 +280,7 @@ def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool):
 
 EVAL_CPU_OPTIONS = {"xla_backend_optimization_level": 1}  # every evaluation step on the CPU
 FEW_EVALS_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}  # and these for a run of few evaluations
-# ~1 CPU-second less compile (~0.5 s of start-up on 2 cores) against ~2 ms more per batch (water)
+# a shorter compile against a slower batch: the compile time saved is spent again after about this many batches
 MANY_EVALS = 300
 
 

@@ -3,8 +3,8 @@
 FLOPs come from XLA's cost analysis of the compiled training step (``jax.stages.Compiled.cost_analysis``,
 after optimisation: matmuls, element-wise work and transcendental functions of one step for one batch
 layout, and the bytes its fused kernels read and write). The trainer asks for them after the first
-step, when jax has the step's lowering and executable cached: ~10 ms, no compilation (the analysis of
-the unoptimised lowering took 0.1–0.2 s of every start).
+step, when jax has the step's lowering and executable cached: no compilation (an analysis of the
+unoptimised lowering instead lengthened every start).
 """
 
 from __future__ import annotations

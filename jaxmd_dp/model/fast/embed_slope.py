@@ -3,7 +3,7 @@
 The training step needs the forces −∂E/∂r and the weight gradient of a loss on them. Differentiated twice
 by autodiff, the embedding net's part is a reverse pass through the net (for ∂E/∂s) and a reverse pass
 over that reverse pass (for the weights), whose transposed products XLA CPU fused with their cotangents'
-producers, gathers included, into strided transposes (0.5–2 ms each on the water nets' rows, float32).
+producers, gathers included, into strided transposes, each far slower than the products it serves.
 
 Here the slope is carried forward beside the value instead (forward mode: one product more per layer, as
 many as the reverse pass it replaces), and the descriptor uses G with G′ as its derivative in s

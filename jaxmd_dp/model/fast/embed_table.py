@@ -56,8 +56,9 @@ def quintic_basis(t: jax.Array) -> jax.Array:
 
 @quintic_basis.defjvp
 def _quintic_basis_jvp(primals, tangents):
-    """The basis' slopes in factored form, s = 1 − t. Autodiff of the powers above gave ~60 operations per
-    pair, and XLA CPU evaluates them again for each of the 24 entries of the (b ⊗ R) tangent it feeds."""
+    """The basis' slopes in factored form, s = 1 − t. Autodiff of the powers above gave dozens of
+    operations per pair, and XLA CPU evaluates them again for each of the 24 entries of the (b ⊗ R) tangent
+    it feeds."""
     (t,), (dt,) = primals, tangents
     s = 1 - t
     t2, s2 = t * t, s * s
@@ -88,8 +89,8 @@ def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
 
     Its transposes are sums of Q (for a's cotangent) or P (for b's) element-wise products, so keep the
     side whose cotangent is needed short. Autodiff's own transposes, reductions over the last few
-    entries, ran in XLA CPU's float32 path (YNNPACK) at a fraction of memory speed: 9 ms for the water
-    step's b ⊗ R of (192 × 112 × 6 × 4), 2.8 ms for Cu's empty-slot blocks. Its tangents are
+    entries, ran in XLA CPU's float32 path (YNNPACK) at a fraction of memory speed (the water step's
+    b ⊗ R of (atoms × slots × 6 × 4), the empty-slot blocks of large ``sel``). Its tangents are
     ``linear_call`` terms (:func:`jaxmd_dp.model.fast.bilinear.with_written_transposes`): no vmap, and a and b
     must carry no tangent where the transposes are differentiated again (the training step
     differentiates the forces in the weights only)."""

@@ -9,7 +9,8 @@ virials through R, then the weight gradient through those), in forms that XLA CP
 - every batched dot contracts its left operand's innermost axis, which XLA CPU hands to its matmul
   library, on both cores (it ran the others through its generic dot, on one);
 - every product that contracts R's 4 columns is four element-wise products (:func:`_outer_sum`), where
-  autodiff gave batched dots with an inner size of 4 (under 2 GFLOP/s);
+  autodiff gave batched dots with an inner size of 4, which run at a small fraction of the matmul
+  library's rate;
 - the small operands those element-wise products read are computed once into memory
   (:func:`~jaxmd_dp.geometry.computed_once.computed_once`), not recomputed for each output element.
 
