@@ -1,13 +1,8 @@
-"""Neighbour statistics of data sets and the sel to train with (DeePMD-kit's dp neighbor-stat).
-
-The most neighbours of each type any atom has within ``rcut`` (DeePMD-kit's ``max_nbor_size``), the
-shortest interatomic distance (``min_nbor_dist``), and the suggested ``sel``.
-
-    python -m jaxmd_dp.neighbor_stat -s SYSTEMS [SYSTEMS ...] -r RCUT [-t TYPE ...] [--one-type] [--json]
-
-SYSTEMS: DeePMD-kit npy systems, or directories searched for them. TYPE: the type map (element names; default:
-the systems' ``type_map.raw``, else their type indices). The suggested ``sel`` is the trainer's ``sel: auto``
-rule: ceil(max × 1.1), rounded up to a multiple of 4 (``--sel-factor`` changes 1.1).
+"""Neighbour statistics of data sets (DeePMD-kit's ``dp neighbor-stat``): the most neighbours of each type
+any atom has within ``rcut`` (``max_nbor_size``), the shortest interatomic distance (``min_nbor_dist``), per
+system and overall, and the ``sel`` they suggest (:func:`suggest_sel`: ceil(max × factor), rounded up to a
+multiple of 4, the trainer's ``sel: auto`` rule). The trainer's neighbour scan also sums the environment
+matrices of the frames its statistics sample. The command: :mod:`jaxmd_dp.cli.neighbor_stat`.
 """
 
 from __future__ import annotations
@@ -45,6 +40,7 @@ class NeighborStats:
     max_nbor_per_system: np.ndarray | None = None
     max_unique_pairs_per_system: np.ndarray | None = None  # max_pairs with each same-type pair counted once
     env_sums_per_system: list[np.ndarray] | None = None  # with rcut_smth: (nframes, ntypes, 5) per system
+    max_nbor_any_per_system: np.ndarray | None = None  # (nsystems, 1) most neighbours of any type of one atom
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -55,9 +51,9 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 
 @reduction_jit(static_argnums=(0, 1))
 def _frame_stats(spec, rcut_smth, coord, box, atype):
-    """((nframes, ntypes) most neighbours of each type of an atom, (nframes,) min distance to the nearest
-    neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type (and the same with each pair
-    of same-type atoms counted once), and with ``rcut_smth``
+    """((nframes, ntypes + 1) most neighbours of each type of an atom, then of any type, (nframes,) min
+    distance to the nearest neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type (and the
+    same with each pair of same-type atoms counted once), and with ``rcut_smth``
     (else None) the environment-matrix sums (nframes, ntypes, 5) of :func:`geometry.stats.candidate_sums`)
     of these frames; atype (nframes, natoms).
 
@@ -73,7 +69,8 @@ def _frame_stats(spec, rcut_smth, coord, box, atype):
         sums = None if rcut_smth is None else candidate_sums(c, t, nt, rcut_smth, spec.rcut)
         pairs = jnp.sum(c.nneigh[0], axis=0)  # (ntypes,)
         same = jnp.stack([jnp.sum(jnp.where(t[0] == k, c.nneigh[0][:, k], 0)) for k in range(nt)])
-        return jnp.max(c.nneigh[0], axis=0), dmin, c.cell_overflow, jnp.stack([pairs, pairs - same // 2]), sums
+        most = jnp.concatenate([jnp.max(c.nneigh[0], axis=0), jnp.max(jnp.sum(c.nneigh[0], axis=-1))[None]])
+        return most, dmin, c.cell_overflow, jnp.stack([pairs, pairs - same // 2]), sums
 
     nmax, dmin, overflow, pairs, sums = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
     return nmax, dmin, jnp.any(overflow), pairs, sums
@@ -98,7 +95,8 @@ def neighbor_stat(
     of small systems compiles a handful of times, not once per system. ``method``: neighbour-list
     method (see ``neighbor.allocate``). Per system: ``min_dist_per_system`` (nsystems,) its shortest
     distance; ``max_nbor_per_system`` and ``max_pairs_per_system`` (nsystems, ntypes) the most neighbours
-    of each type of one atom, and of all atoms of one frame; ``max_unique_pairs_per_system`` the latter with
+    of each type of one atom, and of all atoms of one frame; ``max_nbor_any_per_system`` (nsystems, 1) the
+    most neighbours of any type of one atom (a mixed-types sel); ``max_unique_pairs_per_system`` the latter with
     each pair of same-type atoms counted once (the slots :func:`jaxmd_dp.geometry.pair_partner.pair_partners`
     leaves to the nets, when no list is cut short by sel). With ``rcut_smth`` (Å, not with ``one_type``)
     and ``sum_frames`` (frame indices per system, for the first len(sum_frames) systems) also
@@ -111,7 +109,7 @@ def neighbor_stat(
     if rcut <= 0:
         raise InputError(f"--rcut {rcut}: must be positive")
     nt = 1 if one_type else ntypes
-    nmax_sys = np.zeros((len(systems), nt), int)
+    nmax_sys = np.zeros((len(systems), nt + 1), int)  # per type, then of any type
     dmin_sys = np.full(len(systems), math.inf)
     pairs_sys = np.zeros((len(systems), nt), int)
     unique_sys = np.zeros((len(systems), nt), int)
@@ -171,13 +169,14 @@ def neighbor_stat(
     return NeighborStats(
         float(rcut),
         names,
-        nmax_sys.max(axis=0, initial=0),
+        nmax_sys[:, :nt].max(axis=0, initial=0),
         float(dmin_sys.min(initial=math.inf)),
         int(sum(s.coord.shape[0] for s in systems)),
         len(systems),
         dmin_sys,
         pairs_sys,
-        nmax_sys,
+        nmax_sys[:, :nt],
         unique_sys,
         sums_sys,
+        nmax_sys[:, nt:],
     )
