@@ -47,7 +47,7 @@ def triton_params(num_warps: int = 4, num_stages: int = 1) -> plt.CompilerParams
 
 def jit_enabled(fn):
     """``fn`` run with jax's jit enabled, also where its caller traces with ``jax.disable_jit()`` (as
-    ``jaxmd_dp.inline_trace`` does on the CPU): there a kernel's ``lax.fori_loop`` would run as a Python
+    ``jaxmd_dp.runtime.inline_trace`` does on the CPU): there a kernel's ``lax.fori_loop`` would run as a Python
     loop, unrolled into the kernel. For the functions that call ``pallas_call``."""
 
     @functools.wraps(fn)

@@ -1,4 +1,4 @@
-"""Programs traced with jax.numpy's jitted helpers inlined (jaxmd_dp.inline_trace): no nested calls, the
+"""Programs traced with jax.numpy's jitted helpers inlined (jaxmd_dp.runtime.inline_trace): no nested calls, the
 same results, Pallas kernels' loops kept, other threads' jit untouched."""
 
 import threading

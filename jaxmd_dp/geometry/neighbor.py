@@ -535,7 +535,7 @@ CPU_REDUCE_OPTIONS = {"xla_backend_optimization_level": 1}
 def reduction_jit(fun=None, *, static_argnums=()):
     """``jax.jit`` for a program built on :func:`reduce_candidates` (the neighbour scan, the statistics'
     sums): compiled with :data:`CPU_REDUCE_OPTIONS` (those this jaxlib accepts,
-    :func:`jaxmd_dp.compile_options.backend_options`) where the default backend is the CPU, with the backend's
+    :func:`jaxmd_dp.runtime.compile_options.backend_options`) where the default backend is the CPU, with the backend's
     defaults elsewhere (chosen at the first call, not at import: that would start jax's backends). Use as
     ``@reduction_jit(static_argnums=...)``; ``options_for(backend)`` tells the options."""
     if fun is None:

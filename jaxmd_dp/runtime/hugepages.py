@@ -177,7 +177,7 @@ def buffers_status() -> str:
     elif is_our_tool(getattr(sys, "orig_argv", None) or []):
         why = "glibc refused the settings"
     else:
-        why = "not a jaxmd_dp tool: jaxmd_dp.hugepages.keep_freed_blocks(only_tools=False) turns it on"
+        why = "not a jaxmd_dp tool: jaxmd_dp.runtime.hugepages.keep_freed_blocks(only_tools=False) turns it on"
     return f"glibc's default, unmapped after each step ({why})"
 
 

@@ -287,7 +287,7 @@ MANY_EVALS = 300
 @functools.lru_cache(maxsize=4)
 def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict | None:
     """The options of :data:`EVAL_CPU_OPTIONS` (with ``few``, and :data:`FEW_EVALS_CPU_OPTIONS`) that this
-    jaxlib accepts, on the CPU (:func:`jaxmd_dp.compile_options.backend_options`); on a GPU the training
+    jaxlib accepts, on the CPU (:func:`jaxmd_dp.runtime.compile_options.backend_options`); on a GPU the training
     step's (:func:`train_compiler_options`); None elsewhere."""
     wanted = {**EVAL_CPU_OPTIONS, **(FEW_EVALS_CPU_OPTIONS if few else {})}
     return backend_options(tuple(wanted.items()), "cpu", backend) or train_compiler_options(backend)
@@ -295,5 +295,5 @@ def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict 
 
 def train_compiler_options(backend: str | None = None) -> dict | None:
     """The training step's options: XLA's defaults on the CPU; on a GPU no GEMM autotuning
-    (:data:`jaxmd_dp.compile_options.GPU_STEP_OPTIONS`, unless ``XLA_FLAGS`` sets the option)."""
+    (:data:`jaxmd_dp.runtime.compile_options.GPU_STEP_OPTIONS`, unless ``XLA_FLAGS`` sets the option)."""
     return backend_options(tuple(GPU_STEP_OPTIONS.items()), "gpu", backend)
