@@ -173,34 +173,6 @@ def fits(spec: NeighborSpec, box: np.ndarray | None) -> bool:
     )
 
 
-def closest_pair_distance(coord: np.ndarray, box: np.ndarray | None, max_elems: int = 4_000_000) -> np.ndarray:
-    """Shortest distance between two atoms of each frame (host side, numpy; no compilation).
-
-    coord: (nframes, natoms, 3) Å; box: (nframes, 3, 3) Å or None. Periodic frames use the minimum image
-    of the fractional differences, exact for distances below half the smallest perpendicular cell width
-    (what a data sanity check needs: atoms on top of each other). Returns (nframes,) Å (inf: one atom).
-    """
-    coord = np.asarray(coord, np.float64)
-    nf, natoms = coord.shape[:2]
-    out = np.full(nf, np.inf)
-    if natoms < 2:
-        return out
-    chunk = max(1, max_elems // (natoms * natoms))
-    off_diag = ~np.eye(natoms, dtype=bool)
-    for a in range(0, nf, chunk):
-        c = coord[a : a + chunk]
-        if box is None:
-            d = c[:, None, :, :] - c[:, :, None, :]
-        else:
-            b = np.asarray(box[a : a + chunk], np.float64)
-            frac = np.einsum("fni,fij->fnj", c, np.linalg.inv(b))
-            df = frac[:, None, :, :] - frac[:, :, None, :]
-            d = np.einsum("fabi,fij->fabj", df - np.round(df), b)
-        r2 = np.einsum("fabk,fabk->fab", d, d)
-        out[a : a + chunk] = np.sqrt(np.min(r2[:, off_diag], axis=-1))
-    return out
-
-
 def _cell_index_np(coord, box, ncell):
     frac = np.einsum("fni,fij->fnj", coord, np.linalg.inv(box))
     frac = frac - np.floor(frac)

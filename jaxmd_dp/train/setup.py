@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxmd_dp.config import Config
-from jaxmd_dp.data.load import load_systems
+from jaxmd_dp.data.load import load_systems, min_pair_distance
 from jaxmd_dp.data.sampler import DataSampler, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.errors import InputError
-from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.stats import sample_stat_frames, sample_stat_indices
 from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, stats_from_data
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir, load_trained
@@ -157,7 +156,7 @@ def check_min_distance(systems: list[System], min_dist: np.ndarray, rmin: float 
     ``min_dist`` (nsystems,): each system's closest pair from the neighbour scan."""
     for s, d in zip(systems, min_dist):
         if d < rmin:
-            frame = int(np.argmax(neighbor.closest_pair_distance(s.coord, s.box) < rmin))
+            frame = int(np.argmax(min_pair_distance(s.coord, s.box) < rmin))
             raise InputError(f"{s.path}: frame {frame} has two atoms closer than {rmin} Å")
 
 

@@ -461,8 +461,8 @@ def test_order_any_same_neighbours(method, sel):
 
 def test_closest_pair_distance_equals_neighbour_list_minimum():
     """The host-side sanity check (minimum image) equals the shortest pair vector of a neighbour list."""
+    from jaxmd_dp.data.load import min_pair_distance as closest_pair_distance
     from jaxmd_dp.geometry.env_mat import pair_vectors
-    from jaxmd_dp.geometry.neighbor import closest_pair_distance
 
     rng = np.random.default_rng(3)
     box = np.stack([random_triclinic_box(rng, 8.0, tilt=0.3) for _ in range(3)])
