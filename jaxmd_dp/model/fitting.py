@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmd_dp.model.descriptor import DTYPES, precision_name
+from jaxmd_dp.model.fast.net_groups import stack_nets, stacked, stacked_fitting
 from jaxmd_dp.model.fast.type_groups import default_capacity, gather_type, put_atoms, take_atoms, take_atoms_rev
 from jaxmd_dp.model.nets import FittingNet
 
@@ -38,7 +39,19 @@ class EnergyFitting(nn.Module):
         """capacity: most atoms of each type per frame (static; default natoms): each net runs on its
         type's atoms only (see :mod:`jaxmd_dp.model.fast.type_groups`). reverse_only: the training step's path,
         differentiated in reverse mode only: the type blocks' gathers then have gathers as their VJP
-        (:func:`~jaxmd_dp.model.fast.type_groups.take_atoms_rev`); forward mode (``jax.jvp``, Hessians) needs False."""
+        (:func:`~jaxmd_dp.model.fast.type_groups.take_atoms_rev`); forward mode (``jax.jvp``, Hessians) needs False.
+        With many types (:func:`~jaxmd_dp.model.fast.net_groups.stack_nets`) the nets run stacked, one
+        vmapped net over blocks of max(capacity) atoms per type
+        (:func:`~jaxmd_dp.model.fast.net_groups.stacked_fitting`)."""
+        if stack_nets("fitting", self.ntypes) and not self.is_initializing():
+            weights = stacked(self.variables["params"], [f"fit_{t}" for t in range(self.ntypes)])
+            proto = FittingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, parent=None)
+            block = None if capacity is None else max(1, *capacity)
+            atype = jnp.broadcast_to(atype, D.shape[:2])
+            out = stacked_fitting(
+                weights, lambda w, x: proto.apply({"params": w}, x), D, atype, self.ntypes, block, reverse_only
+            )
+            return out.astype(self.dtype)
         capacity = capacity or default_capacity(self.ntypes, D.shape[1])
         out = jnp.zeros(D.shape[:-1], self.dtype)
         for t in range(self.ntypes):

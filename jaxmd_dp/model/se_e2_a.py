@@ -30,6 +30,7 @@ from jaxmd_dp.geometry.pair_partner import section_partners
 from jaxmd_dp.geometry.stats import env_mat_stats, scanned_sums, stats_from_sums
 from jaxmd_dp.model.descriptor import DTYPES, Descriptor, FastPaths, precision_name
 from jaxmd_dp.model.fast.embed_table import table_env_product
+from jaxmd_dp.model.fast.net_groups import grouped_empty_term, slope_of, stack_nets, stacked, tiled_embedding
 from jaxmd_dp.model.fast.pair_pack import Packing, empty_slot_term, packed_embedding
 from jaxmd_dp.model.fast.train_products import descriptor_product_train, env_product_train
 from jaxmd_dp.model.fast.type_groups import default_capacity, gather_type, put_atoms, take_atoms
@@ -66,8 +67,20 @@ class DescriptorSeA(nn.Module):
         packing: run the embedding nets on real pairs only (:mod:`jaxmd_dp.model.fast.pair_pack`); same D.
         With ``packing.keep``, R holds only the first keep[t] slots of each type's section. Packing is
         the training step's path (:func:`env_product_train`); with ``packing.table`` Rᵀ·G comes from
-        a node table of each net instead (:mod:`jaxmd_dp.model.fast.embed_table`)."""
+        a node table of each net instead (:mod:`jaxmd_dp.model.fast.embed_table`).
+
+        With many nets (:func:`~jaxmd_dp.model.fast.net_groups.stack_nets`) the nets run stacked, every
+        slot through its own net in one program (:meth:`_stacked`; not with ``packing.table``, nor with
+        empty rows that differ from slot to slot)."""
         R = R.astype(self.dtype)
+        if packing is not None and packing.partner is not None and not (self.type_one_side and packing.uniform):
+            raise ValueError("pair partners need type_one_side and per-type (uniform) statistics")
+        if (
+            stack_nets("embedding", self.nnets)
+            and not self.is_initializing()
+            and (packing is None or (not packing.table and packing.uniform))
+        ):
+            return self._stacked(R, jnp.broadcast_to(atype, R.shape[:2]), packing)
         nets = {}
 
         def net(k):
@@ -75,8 +88,6 @@ class DescriptorSeA(nn.Module):
                 nets[k] = EmbeddingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, name=f"embed_{k}")
             return nets[k]
 
-        if packing is not None and packing.partner is not None and not (self.type_one_side and packing.uniform):
-            raise ValueError("pair partners need type_one_side and per-type (uniform) statistics")
         if self.type_one_side:
             return self._descriptor(R, lambda tj: net(self.embedding_index(tj, 0)), packing, atype)
         capacity = capacity or default_capacity(self.ntypes, R.shape[1])
@@ -87,6 +98,65 @@ class DescriptorSeA(nn.Module):
             Di = self._descriptor(take_atoms(R, order), lambda tj, ti=ti: net(self.embedding_index(tj, ti)), pk, ti)
             D = put_atoms(D, order, valid, Di)
         return D
+
+    @property
+    def nnets(self) -> int:
+        """Embedding nets: ntypes, or ntypes² without ``type_one_side``."""
+        return self.ntypes if self.type_one_side else self.ntypes**2
+
+    def _stacked(self, R: jax.Array, atype: jax.Array, packing: Packing | None) -> jax.Array:
+        """D with the embedding nets stacked (:mod:`jaxmd_dp.model.fast.net_groups`): each slot's s through
+        the net of its (neighbour type[, centre type]) in one tiled program, then Rᵀ·G over all slots at
+        once. Without ``packing`` every slot of a real atom is a row (empty slots hold their normalised
+        empty row, as DeePMD-kit's); with it, the real pairs only and the empty slots' share from one row
+        per (centre type, neighbour type)."""
+        nt, nf, n = self.ntypes, R.shape[0], R.shape[1]
+        held = packing.keep if packing is not None and packing.keep is not None else self.sel
+        nk = int(sum(held))
+        weights = stacked(self.variables["params"], [f"embed_{k}" for k in range(self.nnets)])
+        proto = EmbeddingNet(self.neuron, self.activation, self.resnet_dt, self.dtype, parent=None)
+
+        def apply(w, x, ds=None):
+            return proto.apply({"params": w}, x, ds)
+
+        section = jnp.asarray(np.repeat(np.arange(nt), held), jnp.int32)  # each slot's neighbour type
+        centre = jnp.clip(atype, 0, nt - 1).astype(jnp.int32)
+        net = section * (1 if self.type_one_side else nt) + (0 if self.type_one_side else centre[..., None])
+        net = jnp.broadcast_to(net, (nf, n, nk)).reshape(nf, n * nk)
+        s = R[..., 0].reshape(nf, n * nk)
+        real = jnp.broadcast_to((atype >= 0)[..., None], (nf, n, nk))
+        if packing is None:
+            G = tiled_embedding(weights, apply, s, net, real.reshape(nf, -1), self.nnets, n * nk)
+            T = env_product(R, G.reshape(nf, n, nk, -1)) / self.nnei
+            D = jnp.einsum("fnam,fnak->fnmk", T, T[..., : self.axis_neuron], precision=PRECISION)
+            return D.reshape(nf, n, -1)
+        mask = packing.mask & real
+        flat = mask.reshape(nf, -1)
+        partner = None if packing.partner is None else packing.partner.reshape(nf, -1)
+        kept = flat if partner is None else flat & ((partner < 0) | (jnp.arange(n * nk) < partner))
+        G = tiled_embedding(
+            weights,
+            apply,
+            s,
+            net,
+            kept,
+            self.nnets,
+            int(sum(packing.sizes)),
+            mask=flat,
+            partner=partner,
+            reverse_only=True,
+            slope=slope_of(apply, self.activation == "tanh"),
+        )
+        T = env_product_train(R, G.reshape(nf, n, nk, -1))
+        centre_of, neighbour_of = np.meshgrid(np.arange(nt), np.arange(nt), indexing="ij")
+        net_of = neighbour_of if self.type_one_side else neighbour_of * nt + centre_of  # (centre, neighbour) → net
+        T = T + grouped_empty_term(weights, apply, net_of, mask, packing.empty, atype, self.sel, held)
+        D = descriptor_product_train(T / self.nnei, self.axis_neuron)
+        return D.reshape(nf, n, -1)
+
+    @property
+    def nnei(self) -> int:
+        return int(sum(self.sel))
 
     def _descriptor(self, R: jax.Array, net_for, packing: Packing | None = None, centre=None) -> jax.Array:
         """D of each atom of R (nf, n, nnei, 4), with net_for(neighbour type) its embedding nets;

@@ -5,6 +5,8 @@ states DeePMD's maths; an :class:`~jaxmd_dp.model.plan.ExecutionPlan` chooses th
 descriptor's :attr:`~jaxmd_dp.model.descriptor.Descriptor.fast_paths` say which apply to it.
 
 - :mod:`.type_groups`: per-type nets on their type's atoms only, in fixed-capacity blocks (``plan.capacity``).
+- :mod:`.net_groups`: nets of one shape (the embedding nets, the fitting nets) run stacked, as one program
+  whatever the number of types (chosen by :func:`.net_groups.stack_nets`).
 - :mod:`.pair_pack`: the embedding nets on real neighbour pairs only, empty slots counted exactly
   (``plan.pack``, ``plan.keep``, ``plan.uniform_empty``, ``plan.partner``; ``training.pair_packing``).
 - :mod:`.embed_table`: Rᵀ·G from a node table of each embedding net (``plan.table``;
