@@ -449,7 +449,7 @@ _ERROR_CASES = [
     ({"training.neighbor_cache_mb": -1}, "training.neighbor_cache_mb", ">= 0"),
     ({"training.numb_step": 3}, "training.numb_step", "another name for 'training.numb_steps'"),
     ({"training.systems": ["a"]}, "training.systems", "training.training_data.systems"),
-    ({"model.descriptor.type": "se_atten", "model.descriptor.attn": 128}, "model.descriptor.type", "se_e2_a"),
+    ({"model.descriptor.type": "se_e3", "model.descriptor.attn": 128}, "model.descriptor.type", "se_atten_v2"),
     ({"model.descriptor.type_map": ["O", "H"]}, "model.descriptor.type_map", "model.type_map"),
     ({"model.descriptor.activation_function": "swish"}, "model.descriptor.activation_function", "tanh"),
     ({"model.descriptor.precision": "float16"}, "model.descriptor.precision", "float32"),

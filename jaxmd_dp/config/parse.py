@@ -49,6 +49,7 @@ def canonical(cls: Any, raw: Any, path: str) -> Any:
     """A copy of ``raw`` with DeePMD-kit's alias keys renamed, section by section."""
     if not isinstance(raw, Mapping):
         return raw
+    cls = cls._variant(raw)
     known = fields_of(cls)
     out: dict[Any, Any] = {}
     for key, value in raw.items():
@@ -76,6 +77,7 @@ def parse(cls: Any, raw: Any, path: str, base_dir: str | None) -> Any:
             what = "empty" if raw is None else f"a {type(raw).__name__}, not a mapping of sections"
             raise InputError(f"the config is {what}")
         raise key_error(path, f"expected a mapping, got {show(raw)}")
+    cls = cls._variant(raw)
     known = fields_of(cls)
     if "type" in known and "type" in raw:  # an unsupported type first, before its keys look unknown
         try:

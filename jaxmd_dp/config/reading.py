@@ -18,10 +18,12 @@ from jaxmd_dp.config.schema import SYSTEMS_KEYS, Config
 from jaxmd_dp.errors import InputError
 
 
-def _override_path(parts: list[str], text: str) -> list[str]:
-    """Canonical key path of an override; unknown keys are errors, like in a file."""
+def _override_path(parts: list[str], text: str, raw: Mapping | None = None) -> list[str]:
+    """Canonical key path of an override; unknown keys are errors, like in a file. ``raw``: the config as
+    read so far (a section with variants is the one its mapping there chooses)."""
     cls: Any = Config
     canon: list[str] = []
+    node: Any = raw
     for i, part in enumerate(parts):
         if part.startswith("_"):
             return canon + parts[i:]
@@ -34,7 +36,8 @@ def _override_path(parts: list[str], text: str) -> list[str]:
                 if i < len(parts) - 1:
                     raise InputError(f"config key '{'.'.join(canon)}' is a value, not a section (override {text!r})")
                 return canon
-            cls = section
+            node = node.get(part) if isinstance(node, Mapping) else None
+            cls = section._variant(node)
         elif part in cls._fixed or part in cls._forbidden:
             return canon + [part] + parts[i + 1 :]  # its value is judged when the config is validated
         else:
@@ -53,7 +56,7 @@ def _apply_override(raw: dict[str, Any], text: str) -> None:
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise InputError(f"override {text!r}: cannot parse the value: {problem}") from None
-    parts = _override_path(parts, text)
+    parts = _override_path(parts, text, raw)
     if tuple(parts) in SYSTEMS_KEYS:  # typed on a command line: relative to the working directory
         cwd = os.getcwd()
         if isinstance(value, str):

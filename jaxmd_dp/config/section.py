@@ -68,6 +68,12 @@ class Section:
     def _check(self) -> None:
         """Checks across fields; raise :class:`InputError` naming the key."""
 
+    @classmethod
+    def _variant(cls, raw: Any) -> type:
+        """The section class that reads ``raw`` (the mapping as written, or None): this one, unless the section
+        has variants chosen by a key (``model.descriptor`` by its ``type``)."""
+        return cls
+
     def to_dict(self) -> dict[str, Any]:
         """This section as plain dicts/lists (JSON-serialisable), every default filled."""
         return plain(self)

@@ -10,6 +10,8 @@ vector is ``coord[j] − coord[i] + shift @ box`` — differentiable in ``coord`
 Slots are grouped by neighbour type (``sel[0]`` slots for type 0, then ``sel[1]`` for type 1, ...);
 inside a group neighbours are sorted by distance, the nearest first, and the farthest are dropped when
 a type has more than ``sel[t]`` neighbours (``nneigh`` tells how many it had), as DeePMD-kit does.
+A list of one section (``sel`` of one entry) holds the nearest neighbours of every type: DeePMD-kit's
+"mixed types" list (se_atten's ``sel`` as one number), the same list as the one type's for one type.
 
 Three methods give the same neighbours (the same lists with ``order="nearest"``):
 - ``"brute"``: every atom against every atom in every needed image; O(N²), the reference.
@@ -60,7 +62,8 @@ class NeighborList(NamedTuple):
 
     idx: (nframes, natoms, nnei) int32, neighbour index or −1 for an empty slot.
     shift: (nframes, natoms, nnei, 3) periodic image of the neighbour, in cell vectors (float, integral).
-    nneigh: (nframes, natoms, ntypes) int32, neighbours of each type within rcut (before truncation to sel).
+    nneigh: (nframes, natoms, len(sel)) int32, neighbours of each section's type within rcut (before
+      truncation to sel; of any type in a list of one section).
     cell_overflow: () bool, True when a cell held more atoms than the spec's capacity (re-``allocate``).
     """
 
@@ -244,13 +247,19 @@ def candidates_per_atom(spec: NeighborSpec) -> int:
     return len(search_offsets(spec)) * spec.capacity
 
 
+def _of_section(spec: NeighborSpec, valid, cand_type, t: int):
+    """The candidates of section t: those of type t, or every one in a list of one section (mixed types)."""
+    return valid if len(spec.sel) == 1 else valid & (cand_type == t)
+
+
 def _counts(spec: NeighborSpec, cand_type, valid):
-    """Neighbours of each type within rcut: (natoms, ntypes) int32, from candidate blocks (natoms, noff, m).
+    """Neighbours of each section's type (of any type in a list of one section) within rcut: (natoms,
+    nsections) int32, from candidate blocks (natoms, noff, m).
 
     Summed as float32 ones (exact below 2**24): XLA CPU vectorises float reductions, not integer ones."""
     return jnp.stack(
         [
-            jnp.where(valid & (cand_type == t), 1.0, 0.0).astype(jnp.float32).sum(axis=(-2, -1))
+            jnp.where(_of_section(spec, valid, cand_type, t), 1.0, 0.0).astype(jnp.float32).sum(axis=(-2, -1))
             for t in range(len(spec.sel))
         ],
         axis=-1,
@@ -283,7 +292,7 @@ def _select_nearest(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wra
     """
     idx_out, pos_out = [], []
     for t, nsel in enumerate(spec.sel):
-        ok = valid & (cand_type == t)
+        ok = _of_section(spec, valid, cand_type, t)
         key = jnp.where(ok, r2, jnp.inf)
         k = min(nsel, key.shape[-1])
         neg, pos = jax.lax.top_k(-key, k)
@@ -309,7 +318,7 @@ def _select_any(spec: NeighborSpec, r2, cand_idx, cand_type, valid, img, wrap, m
     rows = jnp.broadcast_to(jnp.arange(natoms)[:, None], (natoms, ncand))
     where = jnp.broadcast_to(jnp.arange(ncand, dtype=jnp.int32), (natoms, ncand))
     first = np.concatenate([[0], np.cumsum(spec.sel)]).astype(int)
-    ok = [valid & (cand_type == t) for t in range(len(spec.sel))]
+    ok = [_of_section(spec, valid, cand_type, t) for t in range(len(spec.sel))]
     rank = running_count(jnp.stack(ok)) - 1  # (ntypes, natoms, ncand)
     col = jnp.full((natoms, ncand), first[-1], jnp.int32)  # column nnei collects the rest, then is dropped
     for t, nsel in enumerate(spec.sel):
@@ -461,7 +470,7 @@ class Candidates(NamedTuple):
     d: 3 arrays (nframes, natoms, noff, m), the pair vector components x, y, z (Å) from centre to candidate;
     r2: (nframes, natoms, noff, m) squared distances Å²;
     valid: (nframes, natoms, noff, m) bool, True for a neighbour within rcut (self and padding excluded);
-    nneigh: (nframes, natoms, ntypes) int32, neighbours of each type within rcut (as :func:`build`);
+    nneigh: (nframes, natoms, len(sel)) int32, neighbours of each section's type within rcut (as :func:`build`);
     cell_overflow: () bool, a cell held more atoms than the spec's capacity (re-``allocate``).
     """
 
@@ -507,7 +516,7 @@ CPU_REDUCE_OPTIONS = {"xla_backend_optimization_level": 1}
 def reduction_jit(fun=None, *, static_argnums=()):
     """``jax.jit`` for a program built on :func:`reduce_candidates` (the neighbour scan, the statistics'
     sums): compiled with :data:`CPU_REDUCE_OPTIONS` (those this jaxlib accepts,
-    :func:`jaxmd_dp.runtime.compile_options.backend_options`) where the default backend is the CPU, with the backend's
+    :func:`jaxmd_dp.compile_options.backend_options`) where the default backend is the CPU, with the backend's
     defaults elsewhere (chosen at the first call, not at import: that would start jax's backends). Use as
     ``@reduction_jit(static_argnums=...)``; ``options_for(backend)`` tells the options."""
     if fun is None:
@@ -562,6 +571,8 @@ def build(
 
         if spec.method == "minimage":  # the kernel's brute force over the images within k boxes finds them too
             spec = spec._replace(method="brute", reach=spec.ncell, ncell=(1, 1, 1))
+        if len(spec.sel) == 1:  # one section: every type's neighbours, as type 0's to the kernel
+            atype = jnp.minimum(jnp.asarray(atype), 0)
         nl = build_kernel(spec, coord, box, atype, interpret=dispatch.interpret_mode())
         return NeighborList(*nl)
     coord = jnp.asarray(coord)

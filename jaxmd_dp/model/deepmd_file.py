@@ -463,12 +463,13 @@ def _nonempty(v) -> bool:
     return v is not None and v is not False and v != [] and v != 0 and v != 0.0
 
 
-def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
-    """One line for the first DeePMD-kit feature of the model that our se_e2_a energy model lacks."""
+def _refuse_features(model: dict, desc: dict, fit: dict, mixed: bool = False) -> None:
+    """One line for the first DeePMD-kit feature of the model that our energy model lacks (se_e2_a's; with
+    ``mixed``, DPA-1's: excluded type pairs in the descriptor and one fitting net for all types are read)."""
     checks = [
         ("model.atom_exclude_types", model.get("atom_exclude_types"), "excluded atom types"),
         ("model.pair_exclude_types", model.get("pair_exclude_types"), "excluded type pairs"),
-        ("descriptor.exclude_types", desc.get("exclude_types"), "excluded type pairs"),
+        ("descriptor.exclude_types", None if mixed else desc.get("exclude_types"), "excluded type pairs"),
         ("descriptor.env_protection", desc.get("env_protection"), "a protected environment matrix"),
         ("descriptor.spin", desc.get("spin"), "spin"),
         (
@@ -481,7 +482,7 @@ def _refuse_features(model: dict, desc: dict, fit: dict) -> None:
         ("fitting.numb_aparam", fit.get("numb_aparam"), "atomic parameters"),
         ("fitting.default_fparam", fit.get("default_fparam"), "frame parameters"),
         ("fitting.dim_case_embd", fit.get("dim_case_embd"), "case embeddings (multi-task)"),
-        ("fitting.mixed_types", fit.get("mixed_types"), "one fitting net for all types"),
+        ("fitting.mixed_types", None if mixed else fit.get("mixed_types"), "one fitting net for all types"),
         ("fitting.exclude_types", fit.get("exclude_types"), "excluded atom types"),
         ("fitting.atom_ener", [e for e in fit.get("atom_ener") or [] if e is not None], "fixed atomic energies"),
         ("fitting.use_aparam_as_mask", fit.get("use_aparam_as_mask"), "atomic parameters as a mask"),
@@ -586,12 +587,16 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
     desc, fit = model.get("descriptor"), model.get("fitting")
     if not isinstance(desc, dict) or not isinstance(fit, dict):
         raise _Refused("the model has no descriptor or fitting")
-    if desc.get("type") not in ("se_e2_a", "se_a"):
-        raise _Refused(f"descriptor {desc.get('type')!r}; only se_e2_a is supported by jaxmd_dp")
+    if desc.get("type") not in ("se_e2_a", "se_a", *_DPA1):
+        raise _Refused(
+            f"descriptor {desc.get('type')!r}; only se_e2_a, se_atten (dpa1) and se_atten_v2 are supported by jaxmd_dp"
+        )
     if fit.get("type") != "ener":
         raise _Refused(f"fitting {fit.get('type')!r}; only the energy fitting 'ener' is supported by jaxmd_dp")
     _check_version(desc, "descriptor")
     _check_version(fit, "fitting")
+    if desc.get("type") in _DPA1:
+        return _from_dpa1(model, desc, fit)
     _refuse_features(model, desc, fit)
     try:
         hyper = _hyper_from_section(_section(model))
@@ -614,10 +619,15 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
         _net_layers(n, f"fitting.nets.networks[{t}]", h["fit_activation"], len(h["fit_neuron"]), True)
         for t, n in enumerate(_nets(fit.get("nets") or {}, "fitting.nets", 1, ntypes))
     ]
-    params = _params_tree(embeds, fits)
+    return hyper, *_checked_weights(hyper, _params_tree(embeds, fits), model, desc, fit)
 
+
+def _checked_weights(hyper: ModelHyper, params: dict, model: dict, desc: dict, fit: dict) -> tuple[dict, Stats]:
+    """(params cast to the nets' dtypes, stats) once the weight tree matches the hyper-parameters'; davg/dstd
+    from the descriptor, the energy bias ``out_bias`` + ``bias_atom_e``."""
     import jax
 
+    ntypes = len(hyper.type_map)
     want = param_shapes(hyper)
     got_struct = jax.tree_util.tree_structure(params)
     if got_struct != jax.tree_util.tree_structure(want):
@@ -635,7 +645,7 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
     params = jax.tree_util.tree_map(lambda x, w: np.asarray(x, dtype=w.dtype), params, want)
 
     dvars, mvars, fvars = desc.get("@variables") or {}, model.get("@variables") or {}, fit.get("@variables") or {}
-    shape = (ntypes, int(sum(h["sel"])), 4)
+    shape = (ntypes, hyper.nnei, 4)
     if dvars.get("davg") is None or dvars.get("dstd") is None:
         raise _Refused("descriptor has no davg/dstd")
     davg, dstd = np.asarray(dvars["davg"], np.float64), np.asarray(dvars["dstd"], np.float64)
@@ -653,7 +663,142 @@ def _from_dict(data: dict) -> tuple[ModelHyper, dict, Stats]:
         if bias_atom_e.shape != (ntypes, 1):
             raise _Refused(f"fitting bias_atom_e has shape {bias_atom_e.shape}, expected ({ntypes}, 1)")
         bias = bias + bias_atom_e[:, 0]
-    return hyper, params, Stats(davg, dstd, bias)
+    return params, Stats(davg, dstd, bias)
+
+
+# DPA-1 (se_atten, its serialised name dpa1, and se_atten_v2)
+_DPA1 = ("se_atten", "dpa1", "se_atten_v2")
+_DPA1_KEYS = (
+    "rcut",
+    "rcut_smth",
+    "neuron",
+    "axis_neuron",
+    "tebd_dim",
+    "type_one_side",
+    "resnet_dt",
+    "activation_function",
+    "precision",
+    "attn",
+    "attn_layer",
+    "attn_dotr",
+    "scaling_factor",
+    "normalize",
+    "temperature",
+    "trainable_ln",
+    "ln_eps",
+    "concat_output_tebd",
+    "use_tebd_bias",
+    "exclude_types",
+    "set_davg_zero",
+)
+
+
+def _dpa1_section(model: dict) -> dict:
+    """A DeePMD-kit input ``model`` section of a DPA-1 model's hyper-parameters."""
+    desc, fit = model["descriptor"], model["fitting"]
+    v2 = desc["type"] == "se_atten_v2"
+    d_keys = _DPA1_KEYS + (() if v2 else ("tebd_input_mode", "smooth_type_embedding"))
+    f_keys = ("neuron", "resnet_dt", "activation_function", "precision")
+    missing = [f"descriptor.{k}" for k in (*d_keys, "sel") if k not in desc]
+    missing += [f"fitting.{k}" for k in f_keys if k not in fit]
+    if "type_map" not in model:
+        missing.insert(0, "type_map")
+    if missing:
+        raise _Refused(f"missing {', '.join(missing)}")
+    return {
+        "type_map": list(model["type_map"]),
+        "descriptor": {
+            "type": "se_atten_v2" if v2 else "se_atten",
+            "sel": int(np.sum(desc["sel"])),
+            **{k: desc[k] for k in d_keys},
+        },
+        "fitting_net": {"type": "ener", **{k: fit[k] for k in f_keys}},
+    }
+
+
+def _affine(layer: dict, where: str, bias: bool = True) -> dict:
+    """A linear layer (no activation, no skip) as {"matrix"[, "bias"]}."""
+    _check_version(layer, where)
+    v = layer.get("@variables") or {}
+    act = str(layer.get("activation_function") or "none").lower()
+    if act not in ("none", "linear") or layer.get("resnet") or v.get("idt") is not None:
+        raise _Refused(f"{where}: expected a linear layer without skip or timestep")
+    if v.get("w") is None or (v.get("b") is None) == bias:
+        raise _Refused(f"{where}: {'no' if bias else 'a'} bias, expected {'one' if bias else 'none'}")
+    return {"matrix": v["w"], **({"bias": v["b"]} if bias else {})}
+
+
+def _dpa1_params(desc: dict, fit: dict, hyper: ModelHyper) -> dict:
+    """The weight tree of a DPA-1 model (:mod:`jaxmd_dp.model.se_atten`, :mod:`jaxmd_dp.model.fitting_mixed`)."""
+    d = hyper.descriptor
+    tebd = desc.get("type_embedding") or {}
+    _check_version(tebd, "descriptor.type_embedding")
+    if tebd.get("use_econf_tebd") or not tebd.get("padding", True) or tebd.get("neuron") != [d.tebd_dim]:
+        raise _Refused("descriptor.type_embedding: only one-hot types, padded, in one layer of tebd_dim are read")
+    if str(tebd.get("activation_function", "linear")).lower() not in ("linear", "none"):
+        raise _Refused(f"descriptor.type_embedding: activation {tebd.get('activation_function')!r}, not linear")
+    layers = (tebd.get("embedding") or {}).get("layers") or [None]
+    layer = layers[0] or {}
+    if len(layers) != 1 or layer.get("use_timestep") or layer.get("resnet") is False:
+        raise _Refused("descriptor.type_embedding: expected one layer with DeePMD-kit's skip and no timestep")
+    v = dict(layer.get("@variables") or {})
+    layer = {**layer, "resnet": False, "@variables": v}
+    tree: dict = {"type_embedding": {"layer_0": _affine(layer, "descriptor.type_embedding", d.use_tebd_bias)}}
+    nets = [("embedding", "embeddings")] + ([("embedding_strip", "embeddings_strip")] * (d.tebd_input_mode == "strip"))
+    for ours, theirs in nets:
+        (net,) = _nets(desc.get(theirs) or {}, f"descriptor.{theirs}", 0, hyper.ntypes)
+        layers = _net_layers(net, f"descriptor.{theirs}.networks[0]", d.activation, len(d.neuron), False)
+        tree[ours] = {f"layer_{i}": x for i, x in enumerate(layers)}
+    attention = desc.get("attention_layers") or {}
+    _check_version(attention, "descriptor.attention_layers")
+    layers = attention.get("attention_layers") or []
+    if len(layers) != d.attn_layer:
+        raise _Refused(f"descriptor.attention_layers has {len(layers)} layers, attn_layer is {d.attn_layer}")
+    for i, layer in enumerate(layers):
+        at = f"descriptor.attention_layers[{i}]"
+        gated = layer.get("attention_layer") or {}
+        if gated.get("num_heads", 1) != 1 or gated.get("do_mask"):
+            raise _Refused(f"{at}: only one head without a diagonal mask is read")
+        tree[f"attention_{i}"] = {
+            "in_proj": _affine(gated.get("in_proj") or {}, f"{at}.in_proj"),
+            "out_proj": _affine(gated.get("out_proj") or {}, f"{at}.out_proj"),
+        }
+        ln = (layer.get("attn_layer_norm") or {}).get("@variables") or {}
+        if ln.get("w") is None or ln.get("b") is None:
+            raise _Refused(f"{at}.attn_layer_norm has no weights")
+        if d.trainable_ln:
+            tree[f"attention_{i}"]["layer_norm"] = {"scale": ln["w"], "offset": ln["b"]}
+        elif np.any(np.asarray(ln["w"]) != 1.0) or np.any(np.asarray(ln["b"])):
+            raise _Refused(f"{at}.attn_layer_norm: trainable_ln is false but its weights are not 1 and 0")
+    (fnet,) = _nets(fit.get("nets") or {}, "fitting.nets", 0, hyper.ntypes)
+    f = hyper.fitting
+    fit_layers = _net_layers(fnet, "fitting.nets.networks[0]", f.activation, len(f.neuron), True)
+    return {"descriptor": tree, "fitting": {"fit_0": {f"layer_{i}": x for i, x in enumerate(fit_layers)}}}
+
+
+def _from_dpa1(model: dict, desc: dict, fit: dict) -> tuple[ModelHyper, dict, Stats]:
+    """(hyper, params, stats) of a DeePMD-kit DPA-1 energy model (se_atten / dpa1 / se_atten_v2)."""
+    _refuse_features(model, desc, fit, mixed=True)
+    for key, value, ok, what in (
+        ("descriptor.attn_mask", desc.get("attn_mask"), lambda v: not v, "a masked attention diagonal"),
+        (
+            "descriptor.use_econf_tebd",
+            desc.get("use_econf_tebd"),
+            lambda v: not v,
+            "an electronic-configuration type embedding",
+        ),
+        ("descriptor.lmax", desc.get("lmax", 1), lambda v: v == 1, "a moment basis beyond l = 1"),
+        ("fitting.mixed_types", fit.get("mixed_types", True), lambda v: v is True, "a fitting net per type with DPA-1"),
+    ):
+        if not ok(value):
+            raise _Refused(f"{key} is {json.dumps(value)}: {what} is not supported by jaxmd_dp")
+    try:
+        hyper = _hyper_from_section(_dpa1_section(model))
+    except InputError as e:
+        raise _Refused(str(e)) from None
+    if fit.get("dim_descrpt", hyper.dim_descriptor) != hyper.dim_descriptor:
+        raise _Refused(f"fitting.dim_descrpt is {fit['dim_descrpt']}, the descriptor gives {hyper.dim_descriptor}")
+    return hyper, *_checked_weights(hyper, _dpa1_params(desc, fit, hyper), model, desc, fit)
 
 
 def load_deepmd(path: str | os.PathLike) -> tuple[ModelHyper, dict, Stats]:

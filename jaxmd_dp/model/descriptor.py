@@ -17,7 +17,9 @@ hyper-parameters that also says
   frames (:meth:`~Descriptor.env_stats`);
 - its weights' DeePMD-kit names (:meth:`~Descriptor.deepmd_param_path`,
   :attr:`~Descriptor.deepmd_stat_keys`), for importing DeePMD-kit models;
-- which CPU fast paths of :mod:`jaxmd_dp.model.fast` apply to it (:attr:`~Descriptor.fast_paths`).
+- which CPU fast paths of :mod:`jaxmd_dp.model.fast` apply to it (:attr:`~Descriptor.fast_paths`);
+- what else its module reads of each neighbour slot (:meth:`~Descriptor.slot_inputs`: none for se_e2_a, the
+  neighbours' types and switch for a descriptor of mixed types).
 
 The model (:mod:`jaxmd_dp.model.energy`) builds the environment matrix, calls the descriptor's module,
 then the fitting nets; training (:mod:`jaxmd_dp.train`) reads the descriptor only through this
@@ -39,8 +41,10 @@ Adding a descriptor (DeePMD-kit's ``se_atten_v2``, say)
      Its :meth:`~Descriptor.to_dict` keys sit beside the fitting net's ``fit_*`` keys in the flat
      ``hyper`` dict, so they must not start with ``fit_`` nor be ``type_map``.
    - ``sel`` as one number (a list of any type's nearest neighbours, DeePMD-kit's "mixed types"): set
-     ``mixed_types`` and give ``nlist_sel = (sel,)``; :mod:`jaxmd_dp.geometry.neighbor` builds per-type
-     sections only, so that descriptor adds the one-section list there and the model refuses it until then.
+     ``mixed_types`` and give ``nlist_sel = (sel,)``: a neighbour list of one section holds the nearest
+     neighbours of every type (:mod:`jaxmd_dp.geometry.neighbor`); the fitting is then one net for all types
+     (:mod:`jaxmd_dp.model.fitting_mixed`), and :meth:`~Descriptor.slot_inputs` gives the module the
+     neighbours' types (:mod:`jaxmd_dp.model.se_atten` is the example).
 3. Register: add the class to ``DESCRIPTORS`` in :mod:`jaxmd_dp.model.hyper`.
 4. Statistics: :meth:`~Descriptor.env_stats` with DeePMD-kit's rule for it (``compute_input_stats``).
 5. Tests: DeePMD-kit's predictions for a model of it, to 1e-10 in float64, as ``tests/model/test_fixtures.py``
@@ -76,11 +80,19 @@ class FastPaths(NamedTuple):
       ``training.embedding_table``).
     partners: with pack, the nets once per pair of same-type atoms (``training.pair_sharing``); the
       statistics must also give every slot of a section the same empty row (checked on the data).
+    cut: without pack, the neighbour list still cut to the slots the data fills (``training.pair_packing``):
+      the descriptor adds the share of the slots past them, empty in every frame, itself (from the
+      statistics' empty rows, ``Packing.empty``; the plan's ``keep``).
+    merge: frames laid end to end in one list of atoms (``training.merge_batches``,
+      :func:`~jaxmd_dp.model.energy.predict_merged`) give each frame's numbers: false where an atom's
+      descriptor reads more of its frame than its neighbours (DPA-1's empty slots read the frame's first atom).
     """
 
     pack: bool = False
     table: bool = False
     partners: bool = False
+    cut: bool = False
+    merge: bool = True
 
 
 def _tupled(v: Any) -> Any:
@@ -173,6 +185,13 @@ class Descriptor(abc.ABC):
     def deepmd_param_path(self, key: str) -> tuple[str, ...] | None:
         """The path in ``params`` of a DeePMD-kit state-dict key (the part after ``atomic_model.``), or None
         when the key is not one of this descriptor's weights."""
+
+    def slot_inputs(self, coord, box, atype, nlist) -> Any:
+        """What the module reads of each neighbour slot besides its row of R, given to it as a fifth argument
+        (``module(R, atype, capacity, packing, slots)``); None (the default): nothing, the module takes four.
+        Arguments as :func:`jaxmd_dp.model.energy.atomic_energy`'s (coord (nframes, natoms, 3) Å, box, atype
+        (nframes, natoms), nlist with ``idx`` and ``shift``); called inside traced code."""
+        return None
 
     # ------------------------------------------------------------------ fast paths
     @property

@@ -97,12 +97,21 @@ class DeepPot(nn.Module):
         self.fitting = h.fitting.module(h.ntypes)
 
     def __call__(
-        self, R: jax.Array, atype: jax.Array, capacity: tuple[int, ...] | None = None, packing: Packing | None = None
+        self,
+        R: jax.Array,
+        atype: jax.Array,
+        capacity: tuple[int, ...] | None = None,
+        packing: Packing | None = None,
+        slots=None,
     ) -> jax.Array:
-        # the packed path is the training step's, reverse mode only (as fast.train_products and fast.row_take)
-        return self.fitting(
-            self.descriptor(R, atype, capacity, packing), atype, capacity, reverse_only=packing is not None
+        """``slots``: the descriptor's :meth:`~jaxmd_dp.model.descriptor.Descriptor.slot_inputs`, or None."""
+        D = (
+            self.descriptor(R, atype, capacity, packing)
+            if slots is None
+            else self.descriptor(R, atype, capacity, packing, slots)
         )
+        # the packed path is the training step's, reverse mode only (as fast.train_products and fast.row_take)
+        return self.fitting(D, atype, capacity, reverse_only=packing is not None)
 
 
 def init_params(hyper: ModelHyper, seed: int = 0, fitting_seed: int | None = None):
@@ -165,14 +174,14 @@ def atomic_energy(
             raise ValueError(f"descriptor {hyper.descriptor.type_name} has no {path} path")
     keep = None if plan.keep is None or tuple(plan.keep) == tuple(hyper.sel) else tuple(plan.keep)  # sel: no cut
     if keep is not None:
-        if pack is None and not table:
-            raise ValueError("keep needs pack or table (the slots past keep are counted by their path)")
+        if pack is None and not table and not fast.cut:
+            raise ValueError("keep needs pack, table or a cut list (the slots past keep are counted by their path)")
         slots = kept_slots(hyper.sel, keep)
         davg, dstd = jnp.asarray(davg)[:, slots], jnp.asarray(dstd)[:, slots]
     R = env_mat(coord, box, atype, nlist.idx, nlist.shift, hyper.rcut, hyper.rcut_smth, davg, dstd, plan.kernels)
     packing = (
         None
-        if pack is None and not table
+        if pack is None and not table and keep is None
         else Packing(
             nlist.idx >= 0,
             empty_rows(stats.davg, stats.dstd),
@@ -183,7 +192,8 @@ def atomic_energy(
             None if table else plan.partner,
         )
     )
-    e = DeepPot(hyper).apply({"params": params}, R, atype, plan.capacity, packing).astype(coord.dtype)
+    slots = hyper.descriptor.slot_inputs(coord, box, atype, nlist)
+    e = DeepPot(hyper).apply({"params": params}, R, atype, plan.capacity, packing, slots).astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
 

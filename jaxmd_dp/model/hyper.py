@@ -17,9 +17,11 @@ import dataclasses
 from jaxmd_dp.config import model_config_from_dict
 from jaxmd_dp.model.descriptor import Descriptor, registry
 from jaxmd_dp.model.fitting import FittingHyper
+from jaxmd_dp.model.fitting_mixed import MixedFittingHyper
+from jaxmd_dp.model.se_atten import SeAtten, SeAttenV2
 from jaxmd_dp.model.se_e2_a import SeE2A
 
-DESCRIPTORS: dict[str, type[Descriptor]] = registry(SeE2A)
+DESCRIPTORS: dict[str, type[Descriptor]] = registry(SeE2A, SeAtten, SeAttenV2)
 
 
 def descriptor_class(type_name: str) -> type[Descriptor]:
@@ -30,28 +32,36 @@ def descriptor_class(type_name: str) -> type[Descriptor]:
         raise ValueError(f"descriptor type {type_name!r} is not one of {sorted(DESCRIPTORS)}") from None
 
 
+def fitting_class(descriptor: type[Descriptor] | Descriptor) -> type:
+    """The energy fitting of a descriptor: one net per type, or one for all with ``mixed_types``."""
+    return MixedFittingHyper if descriptor.mixed_types else FittingHyper
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelHyper:
     """Static hyper-parameters of an energy model (hashable).
 
     type_map: element name of each type; descriptor: a :class:`~jaxmd_dp.model.descriptor.Descriptor`
     (e.g. :class:`~jaxmd_dp.model.se_e2_a.SeE2A`); fitting: the fitting nets'
-    (:class:`~jaxmd_dp.model.fitting.FittingHyper`). ``sel``, ``nnei``, ``rcut``, ``rcut_smth`` are the
+    (:class:`~jaxmd_dp.model.fitting.FittingHyper`, or with a descriptor of mixed types the one net of
+    :class:`~jaxmd_dp.model.fitting_mixed.MixedFittingHyper`). ``sel``, ``nnei``, ``rcut``, ``rcut_smth`` are the
     descriptor's neighbour-list needs; its other hyper-parameters read through (``hyper.type_one_side``
     is ``hyper.descriptor.type_one_side``).
     """
 
     type_map: tuple[str, ...]
     descriptor: Descriptor
-    fitting: FittingHyper
+    fitting: FittingHyper | MixedFittingHyper
 
     def __post_init__(self):
-        if self.descriptor.mixed_types:
+        if not isinstance(self.fitting, fitting_class(self.descriptor)):
             raise ValueError(
-                f"descriptor {self.descriptor.type_name}: a neighbour list of one section of any "
-                "type is not built here (geometry.neighbor holds one section per type)"
+                f"descriptor {self.descriptor.type_name} takes a {fitting_class(self.descriptor).__name__}"
             )
-        if len(self.descriptor.nlist_sel) != len(self.type_map):
+        if self.descriptor.mixed_types:
+            if len(self.descriptor.nlist_sel) != 1:
+                raise ValueError(f"descriptor {self.descriptor.type_name}: sel is one number of any type's neighbours")
+        elif len(self.descriptor.nlist_sel) != len(self.type_map):
             raise ValueError(
                 f"descriptor sel has {len(self.descriptor.nlist_sel)} entries for "
                 f"{len(self.type_map)} types {list(self.type_map)}"
@@ -94,7 +104,7 @@ class ModelHyper:
         """From a validated :class:`jaxmd_dp.config.ModelConfig`. ``sel``: the resolved sel when the
         config's is "auto" (ValueError when it is and none is given)."""
         descriptor = descriptor_class(model.descriptor.type).from_config(model.descriptor, sel)
-        return cls(tuple(model.type_map), descriptor, FittingHyper.from_config(model.fitting_net))
+        return cls(tuple(model.type_map), descriptor, fitting_class(descriptor).from_config(model.fitting_net))
 
     @classmethod
     def from_deepmd(cls, model: dict) -> ModelHyper:
@@ -108,10 +118,11 @@ class ModelHyper:
         """From the flat ``hyper`` dict of a model file or checkpoint (:meth:`to_dict`). Every key must be
         known and every field present: ValueError / KeyError otherwise."""
         descriptor = descriptor_class(d.get("descriptor", "se_e2_a"))
-        unknown = sorted(set(d) - {"type_map", *descriptor.keys(), *FittingHyper.keys()})
+        fitting = fitting_class(descriptor)
+        unknown = sorted(set(d) - {"type_map", *descriptor.keys(), *fitting.keys()})
         if unknown:
             raise ValueError(f"unknown model hyper-parameters {unknown}")
-        return cls(tuple(d["type_map"]), descriptor.from_dict(d), FittingHyper.from_dict(d))
+        return cls(tuple(d["type_map"]), descriptor.from_dict(d), fitting.from_dict(d))
 
     def to_dict(self) -> dict:
         """The flat ``hyper`` dict of model files (JSON-ready)."""

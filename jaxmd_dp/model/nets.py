@@ -32,11 +32,12 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 def init_moments(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
     """(mean, standard deviation) of the normal distribution DeePMD-kit draws weight ``name`` of this
-    shape from: matrix (in, out) ~ N(0, 1/(in + out)), bias ~ N(0, 1), idt ~ N(0.1, 0.001²). The single
-    rule for both the Flax initialisers here and :func:`jaxmd_dp.model.energy.init_params`."""
+    shape from: matrix (in, out) ~ N(0, 1/(in + out)), bias ~ N(0, 1), idt ~ N(0.1, 0.001²); a layer norm's
+    scale 1 and offset 0. The single rule for both the Flax initialisers here and
+    :func:`jaxmd_dp.model.energy.init_params`."""
     if name == "matrix":
         return 0.0, (shape[0] + shape[1]) ** -0.5
-    return {"bias": (0.0, 1.0), "idt": (0.1, 0.001)}[name]
+    return {"bias": (0.0, 1.0), "idt": (0.1, 0.001), "scale": (1.0, 0.0), "offset": (0.0, 0.0)}[name]
 
 
 def _normal(name: str):

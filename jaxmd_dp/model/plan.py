@@ -69,8 +69,9 @@ def pack_sizes(hyper: ModelHyper, max_pairs, natoms: int) -> tuple[int, ...] | N
 def keep_sizes(hyper: ModelHyper, max_nbor) -> tuple[int, ...]:
     """The plan's ``keep`` (the neighbour list's sel) for frames whose atoms have at most ``max_nbor``
     (ntypes,) neighbours of each type: the slots they fill (:func:`jaxmd_dp.model.fast.pair_pack.keep_sizes`);
-    the model's sel when the descriptor has no packed path."""
-    if not hyper.descriptor.fast_paths.pack:
+    the model's sel when the descriptor has neither a packed path nor a cut list."""
+    fast = hyper.descriptor.fast_paths
+    if not (fast.pack or fast.cut):
         return hyper.sel
     return pair_pack.keep_sizes(max_nbor, hyper.sel)
 

@@ -98,7 +98,7 @@ class SelCheck(Callback):
         self.warned = False
 
     def on_train_begin(self, trainer, start, total):
-        self.nmax = np.zeros(trainer.hyper.ntypes, np.int32)
+        self.nmax = np.zeros(len(trainer.hyper.sel), np.int32)  # one count per section of the neighbour list
         self.counts = []  # each step's nneigh_max (device arrays), folded into nmax at each window
 
     def on_step(self, trainer, step, batch, metrics):

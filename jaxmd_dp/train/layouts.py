@@ -138,6 +138,7 @@ def allocate_layouts(
     being empty everywhere. With ``merged`` batches the lists of every shape hold the merged steps' slots."""
     tc = config.training
     table = tc.embedding_table
+    cut, most = hyper.descriptor.fast_paths.cut, neighbors_per_section(hyper, scan)
     layouts = {}
     for key, members in groups.items():
         systems = [systems_all[k] for k in members]
@@ -146,8 +147,8 @@ def allocate_layouts(
         pack = None if pairs is None or table else pack_sizes(hyper, pairs[members].max(axis=0), key[0])
         keep = (
             None
-            if pairs is None or (pack is None and not table)
-            else keep_sizes(hyper, scan.max_nbor_per_system[members].max(axis=0))
+            if pairs is None or (pack is None and not table and not cut)
+            else keep_sizes(hyper, most[members].max(axis=0))
         )
         if merged:  # every shape's lists as the merged steps'
             keep = next(iter(merged.values()))[0][1].spec.sel
@@ -185,6 +186,8 @@ def merge_plans(
     tc = config.training
     if not tc.merge_batches or len(groups) < 2 or len({pbc for _, pbc in groups}) > 1 or not plain:
         return {}
+    if not hyper.descriptor.fast_paths.merge:  # its numbers would depend on the frames merged with it
+        return {}
     pbc, sel, table = next(iter(groups))[1], hyper.sel, tc.embedding_table
     plans = {}
     for which, (sampler, first, calls) in samplers.items():
@@ -204,8 +207,8 @@ def merge_plans(
     if any(p is None for p in packs):  # the slots are cut only where every merged step packs
         plans = {w: [(shape, cap, None) for shape, cap, _ in plan] for w, plan in plans.items()}
     keep = sel
-    if pairs is not None and (table or all(p is not None for p in packs)):
-        keep = keep_sizes(hyper, scan.max_nbor_per_system.max(axis=0))
+    if pairs is not None and (table or hyper.descriptor.fast_paths.cut or all(p is not None for p in packs)):
+        keep = keep_sizes(hyper, neighbors_per_section(hyper, scan).max(axis=0))
     spec = neighbor.NeighborSpec(float(hyper.rcut), tuple(keep), bool(pbc), "merged", (0, 0, 0), (1, 1, 1), 0)
     return {
         w: [
@@ -261,6 +264,12 @@ def _log_layouts(config: Config, hyper: ModelHyper, layouts: dict, merged: dict,
                 for which, plan in merged.items()
             )
         )
+
+
+def neighbors_per_section(hyper: ModelHyper, scan: NeighborStats) -> np.ndarray:
+    """(nsystems, sections) the most neighbours of one atom that each section of the model's list takes: of
+    each type, or of any type for a descriptor of mixed types."""
+    return scan.max_nbor_any_per_system if hyper.descriptor.mixed_types else scan.max_nbor_per_system
 
 
 def box_fits(spec: neighbor.NeighborSpec, box: np.ndarray, seen: set) -> bool:

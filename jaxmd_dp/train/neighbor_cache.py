@@ -276,12 +276,12 @@ class NeighborCache:
         key = (s.natoms, bool(s.pbc))
         if key not in self._groups:
             members = {i: t for i, t in enumerate(self.systems) if (t.natoms, bool(t.pbc)) == key}
-            nnei = sum(layout.spec.sel)
+            nnei, sections = sum(layout.spec.sel), len(layout.spec.sel)  # nmax: one count per section
             frames = sum(t.nframes for t in members.values())
             slots = frames if self.draws is None else min(frames, self.draws)
-            size = _Group.nbytes(list(members.values()), nnei, self.ntypes, slots, layout.share)
+            size = _Group.nbytes(list(members.values()), nnei, sections, slots, layout.share)
             fits = self.used + size <= self.budget
-            self._groups[key] = _Group(members, nnei, self.ntypes, slots, layout.share) if fits else None
+            self._groups[key] = _Group(members, nnei, sections, slots, layout.share) if fits else None
             self.used += size if fits else 0
         return self._groups[key]
 

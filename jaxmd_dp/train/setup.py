@@ -29,6 +29,7 @@ from jaxmd_dp.data.system import System
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry.stats import sample_stat_frames, sample_stat_indices
 from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, stats_from_data
+from jaxmd_dp.model.hyper import descriptor_class
 from jaxmd_dp.train.checkpoint import Checkpointer, find_checkpoint_dir, load_trained
 from jaxmd_dp.train.parallel import WorkerBatches, Workers, worker_seed
 
@@ -110,11 +111,11 @@ def scan_neighbors(
 
 
 def resolve_sel(sel, max_nbor, hyper_rcut: float, log=print) -> tuple[int, ...]:
-    """``sel`` as given, or for "auto"/"auto:f" the largest neighbour count per type in the data
-    (``max_nbor``, (ntypes,) from the neighbour scan) × f (default 1.1), rounded up to a multiple of 4 —
-    DeePMD-kit's neighbour statistics."""
+    """``sel`` as given (one number: one section), or for "auto"/"auto:f" the largest neighbour count per
+    section in the data (``max_nbor``, (ntypes,) per type, or (1,) of any type, from the neighbour scan) × f
+    (default 1.1), rounded up to a multiple of 4 — DeePMD-kit's neighbour statistics."""
     if not isinstance(sel, str):
-        return tuple(int(s) for s in sel)
+        return tuple(int(s) for s in np.atleast_1d(sel))  # one number: a list of one section (mixed types)
     factor = float(sel.split(":")[1]) if ":" in sel else 1.1
     nmax = np.asarray(max_nbor)
     out = tuple(int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in nmax)
@@ -139,15 +140,17 @@ def restart_hyper(config: Config, ckpt_meta: dict, restart) -> ModelHyper:
 
 def fresh_hyper(config: Config, scan: NeighborStats, ntrain: int, log=print) -> ModelHyper:
     """A new run's model hyper-parameters: the config's, ``sel: auto`` resolved on the first ``ntrain``
-    systems of the ``scan`` (the training systems)."""
-    max_nbor = scan.max_nbor_per_system[:ntrain].max(axis=0)
+    systems of the ``scan`` (the training systems): neighbours of each type, or of any type for a descriptor
+    of mixed types."""
+    mixed = descriptor_class(config.model.descriptor.type).mixed_types
+    max_nbor = (scan.max_nbor_any_per_system if mixed else scan.max_nbor_per_system)[:ntrain].max(axis=0)
     sel = resolve_sel(config.model.descriptor.sel, max_nbor, config.model.descriptor.rcut, log)
     return ModelHyper.from_config(config.model, sel=tuple(sel))
 
 
 def check_sel_entries(sel_cfg, hyper: ModelHyper) -> None:
-    """A given ``sel`` has one entry per type."""
-    if not isinstance(sel_cfg, str) and len(sel_cfg) != hyper.ntypes:
+    """A given list ``sel`` has one entry per section of the neighbour list (per type)."""
+    if isinstance(sel_cfg, (list, tuple)) and len(sel_cfg) != len(hyper.sel):
         raise InputError(f"model.descriptor.sel has {len(sel_cfg)} entries for {hyper.ntypes} types")
 
 

@@ -163,7 +163,8 @@ def _altered(data, change):
     "change,words",
     [
         (lambda m: m["descriptor"].update(type="se_e2_r"), "descriptor 'se_e2_r'"),
-        (lambda m: m["descriptor"].update(type="dpa1"), "only se_e2_a"),
+        (lambda m: m["descriptor"].update(type="dpa2"), "only se_e2_a, se_atten (dpa1) and se_atten_v2"),
+        (lambda m: m["descriptor"].update(type="dpa1"), "fitting.mixed_types is false"),
         (lambda m: m["fitting"].update(type="dipole"), "fitting 'dipole'"),
         (lambda m: m.update(type="linear_ener"), "'linear_ener' model"),
         (lambda m: m.update(type="zbl"), "'zbl' model"),
