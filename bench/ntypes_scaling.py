@@ -1,15 +1,15 @@
 """Start-up and step time against the number of atom types, ours and (``--deepmd``) DeePMD-kit TF side by side.
 
     .venv/bin/python bench/ntypes_scaling.py [--ntypes 1 2 3 4 5 6] [--type-one-side false true] [--steps 200]
-        [--issue] [--deepmd] [--compile] [--repeats 1] [--variant NAME:MODULE.ATTR=EXPR ...] [--out DIR]
+        [--five-types] [--deepmd] [--compile] [--repeats 1] [--variant NAME:MODULE.ATTR=EXPR ...] [--out DIR]
 
 The inputs are relabelled Al-Cu-Mg data (no new DFT; ``tests/many_types_data.py``): its 16-atom systems with
 virials and more than one element, each cell tripled along its shortest vector (48 atoms a frame), the atoms
 split into ntypes types by index (atom i gets type i mod ntypes, whatever its element: an input for timing, not
 for accuracy), sel ⌈100 / ntypes⌉ per type (the same slots per atom for every ntypes), rcut 5.5 Å, embedding
-[16, 32, 64], fitting [64, 64, 64], virials in the loss, float64. ``--issue`` adds the five-type input of
-issue 61: atom i of a cell gets type [0, 0, 0, 0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4][i mod 16], sel [20, 8, 8,
-8, 48] (its atoms have at most [17, 6, 6, 6, 34] neighbours of each type within rcut), ``type_one_side:
+[16, 32, 64], fitting [64, 64, 64], virials in the loss, float64. ``--five-types`` adds a five-type
+input like a perovskite's: atom i of a cell gets type [0, 0, 0, 0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4][i mod 16],
+sel [20, 8, 8, 8, 48] (its atoms have at most [17, 6, 6, 6, 34] neighbours of each type within rcut), ``type_one_side:
 false``. The inputs and runs are written under ``--out`` (default a new temporary directory).
 
 Each run is the command-line trainer on a DeePMD-kit input.json, with an empty compilation cache; printed per
@@ -47,8 +47,8 @@ import numpy as np  # noqa: E402
 from many_types_data import write_system  # noqa: E402
 
 SHARED = checkout.ROOT.parent / "shared"
-ISSUE_PATTERN = [0, 0, 0, 0, 1, 2, 3] + [4] * 9
-ISSUE_SEL = [20, 8, 8, 8, 48]
+FIVE_PATTERN = [0, 0, 0, 0, 1, 2, 3] + [4] * 9
+FIVE_SEL = [20, 8, 8, 8, 48]
 
 
 def source_systems() -> list[Path]:
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     p.add_argument("--ntypes", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6])
     p.add_argument("--type-one-side", nargs="+", default=["false", "true"], choices=["false", "true"])
     p.add_argument("--steps", type=int, nargs="+", default=[200], help="one or two run lengths")
-    p.add_argument("--issue", action="store_true", help="also the five-type input of issue 61")
+    p.add_argument("--five-types", action="store_true", help="also the uneven five-type input")
     p.add_argument("--deepmd", action="store_true", help="DeePMD-kit TF side by side")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--variant", action="append", default=[], metavar="NAME:MODULE.ATTR=EXPR")
@@ -227,8 +227,8 @@ def main(argv=None) -> int:
         for n in args.ntypes:
             name = f"ntypes{n}_{'one_side' if tos == 'true' else 'pairs'}"
             inputs.append((name, n, tos, write_input(out, name, list(range(n)), [-(-100 // n)] * n, tos == "true")))
-    if args.issue:
-        inputs.append(("issue61", 5, "false", write_input(out, "issue61", ISSUE_PATTERN, ISSUE_SEL, False)))
+    if args.five_types:
+        inputs.append(("five_types", 5, "false", write_input(out, "five_types", FIVE_PATTERN, FIVE_SEL, False)))
     codes = {"ours": []} | parse_variants(args.variant)
     if args.compile:
         print(f"inputs in {out}; the training step's trace and XLA compile, wall s (CPU s)")

@@ -155,7 +155,7 @@ def deepmd(backend: str, inp: Path, run_dir: Path) -> dict:
 
 
 def print_headline(table) -> None:
-    """The issue's comparisons from the summary rows: per (input, precision) the fastest DeePMD-kit backend and
+    """The comparisons from the summary rows: per (input, precision) the fastest DeePMD-kit backend and
     how many times faster each of our codes is; per input and code our float32 ÷ float64 s/step."""
     med = {(name, prec, code): s for name, prec, code, s, *_ in table if s is not None}
     print()
