@@ -16,7 +16,7 @@ ROOT = Path(__file__).absolute().parents[1]
 LAYERS = ["base", "data", "geometry", "model", "train", "interfaces"]
 BASE = {"jaxmd_dp.errors", "jaxmd_dp.version", "jaxmd_dp.config", "jaxmd_dp.runtime"}
 INTERFACES = {"jaxmd_dp", "jaxmd_dp.api", "jaxmd_dp.cli", "jaxmd_dp.md", "jaxmd_dp.export", "jaxmd_dp.train.__main__"}
-ENTRY_POINTS = {"test", "freeze", "plot", "neighbor_stat", "convert_deepmd"}  # python -m jaxmd_dp.<name>
+ENTRY_POINTS = {"test", "freeze", "plot", "neighbor_stat", "convert_deepmd", "change_bias"}  # python -m jaxmd_dp.<name>
 
 
 def module_files() -> dict[str, Path]:

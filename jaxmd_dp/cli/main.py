@@ -6,6 +6,7 @@
     jaxmd-dp plot lcurve.out [-o lcurve.png]            plot the learning curve
     jaxmd-dp neighbor-stat -s SYSTEMS -r RCUT -t TYPES  neighbour statistics and sel (dp neighbor-stat)
     jaxmd-dp convert-deepmd PARAMS INPUT -o OUT         import a DeePMD-kit PyTorch model
+    jaxmd-dp change-bias MODEL -s SYSTEMS [-o OUT]      change a model's energy bias on data (dp change-bias)
 
 ``jaxmd-dp --version`` also says whether XLA's CPU buffers get huge pages (:mod:`jaxmd_dp.runtime.hugepages`).
 ``jaxmd-dp COMMAND -h`` shows a command's options. ``--debug`` anywhere shows tracebacks of user errors.
@@ -27,8 +28,9 @@ COMMANDS = {
     "plot": ("jaxmd_dp.cli.plot", "plot a learning curve (lcurve.out) to PNG"),
     "neighbor-stat": ("jaxmd_dp.cli.neighbor_stat", "neighbour statistics and suggested sel (dp neighbor-stat)"),
     "convert-deepmd": ("jaxmd_dp.cli.convert_deepmd", "import a DeePMD-kit PyTorch se_e2_a model"),
+    "change-bias": ("jaxmd_dp.cli.change_bias", "change a model's energy bias on data (dp change-bias)"),
 }
-ALIASES = {"neighbor_stat": "neighbor-stat", "convert_deepmd": "convert-deepmd"}
+ALIASES = {"neighbor_stat": "neighbor-stat", "convert_deepmd": "convert-deepmd", "change_bias": "change-bias"}
 
 
 def usage() -> str:

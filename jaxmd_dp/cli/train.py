@@ -1,4 +1,5 @@
-"""Train a model: ``python -m jaxmd_dp.train CONFIG [key.path=value ...] [-o DIR] [--restart DIR]``.
+"""Train a model: ``python -m jaxmd_dp.train CONFIG [key.path=value ...] [-o DIR] [--restart DIR | --init-model
+MODEL | --finetune MODEL]``.
 
 CONFIG is our YAML or DeePMD-kit's ``input.json``; overrides change any key. Outputs (out.json,
 lcurve.out, checkpoints) go to ``-o DIR`` (default: the current directory, as DeePMD-kit).
@@ -59,6 +60,21 @@ def main(argv=None) -> int:
         default=None,
         metavar="FILE",
         help="start from a frozen model file (python -m jaxmd_dp.freeze) as DeePMD-kit's option",
+    )
+    p.add_argument(
+        "-t",
+        "--finetune",
+        default=None,
+        metavar="MODEL",
+        help="fine-tune a trained model (ours, a checkpoint or output directory, DeePMD-kit's .dp/.yaml) on the "
+        "config's type_map and data: its descriptor and fitting net replace the config's, the energy bias is "
+        "changed on the data, training starts at step 0",
+    )
+    p.add_argument(
+        "--use-pretrain-script",
+        action="store_true",
+        help="with --finetune: the pretrained model's descriptor and fitting net replace the config's (always "
+        "so here, as DeePMD-kit's TensorFlow backend)",
     )
     p.add_argument(
         "--profile",
@@ -126,6 +142,10 @@ def main(argv=None) -> int:
                 "python -m jaxmd_dp.freeze; for a checkpoint directory use --init-model)"
             )
         init_model = args.init_frz_model
+    if args.finetune is not None and (init_model is not None or args.restart is not None):
+        raise InputError("--finetune: give only one of --finetune, --init-model, --init-frz-model, --restart")
+    if args.use_pretrain_script and args.finetune is None:
+        raise InputError("--use-pretrain-script: only with --finetune (--init-model needs the config's own model)")
     from jaxmd_dp.train.parallel import init_workers, rank_logger
 
     workers = init_workers(args.coordinator, args.num_processes, args.process_id, log_mode=args.mpi_log)
@@ -157,6 +177,7 @@ def main(argv=None) -> int:
         out,
         restart=args.restart,
         init_model=init_model,
+        finetune=args.finetune,
         workers=workers,
         log=rank_logger(workers, out, console),
         profile=args.profile,

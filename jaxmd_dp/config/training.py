@@ -101,6 +101,8 @@ class TrainingConfig(Section):
     disp_training: false shows no training progress (no loss lines, no validation, no lcurve lines), as
     DeePMD-kit.  time_training: false prints no wall-time lines and no average time per step.
     enable_profiler: a ``jax.profiler`` trace of a few steps into tensorboard_log_dir (as ``--profile``).
+    change_bias_after_training: after the last step, the energy bias is changed on the statistics' frames of
+    the training data (DeePMD-kit's "change-by-statistic") and the last checkpoint saved again with it.
     strict_sel (jaxmd_dp): error, instead of a warning, when an atom has more neighbours than sel.
     kernels (jaxmd_dp): "auto" (Pallas on GPU, jnp elsewhere), "pallas" or "jnp".
     pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
@@ -133,7 +135,6 @@ class TrainingConfig(Section):
     _fixed = {
         "numb_epoch": Fixed(lambda v: v is None, "not supported (give training.numb_steps instead)"),
         "enable_ema": only(False),
-        "change_bias_after_training": only(False),
         "acc_freq": only(1),
         "gradient_max_norm": Fixed(_no_gradient_clipping, "gradient clipping is not supported (only null or 0)"),
         "mixed_precision": unsupported("mixed_precision (use model precision keys)"),
@@ -171,6 +172,7 @@ class TrainingConfig(Section):
     disp_training: bool = entry(boolean, True)
     time_training: bool = entry(boolean, True)
     enable_profiler: bool = entry(boolean, False)
+    change_bias_after_training: bool = entry(boolean, False)
     tensorboard: bool = entry(boolean, False)
     tensorboard_log_dir: str = entry(text, "log")
     tensorboard_freq: int = entry(pos_int, 1)

@@ -52,9 +52,12 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
 
-    def save(self, step: int, state: dict, meta: dict) -> None:
-        """state: pytree of arrays; meta: JSON-serialisable dict."""
+    def save(self, step: int, state: dict, meta: dict, replace: bool = False) -> None:
+        """state: pytree of arrays; meta: JSON-serialisable dict. ``replace``: a checkpoint of ``step`` already
+        saved is deleted first (the earlier steps' stay while the new one is written)."""
         state = jax.tree_util.tree_map(np.asarray, state)
+        if replace and step in self.manager.all_steps():
+            self.manager.delete(step)
         self.manager.save(
             step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
         )

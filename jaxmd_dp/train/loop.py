@@ -30,6 +30,7 @@ from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.model.energy import Stats
 from jaxmd_dp.model.trained import Model
+from jaxmd_dp.train import finetune as finetuning
 from jaxmd_dp.train import setup
 from jaxmd_dp.train.callbacks import Callback, Window, default_callbacks, is_window, train_metrics
 from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, restore_state, state_tree
@@ -56,6 +57,9 @@ class Trainer:
       output_dir: where out.json, lcurve.out and checkpoints go (created).
       restart: a checkpoint (or output) directory to continue exactly from.
       init_model: a model/checkpoint whose weights and statistics start a new training.
+      finetune: a trained model (ours, a checkpoint, DeePMD-kit's ``.dp``) that a new training fine-tunes on
+        the config's type map and data (:mod:`jaxmd_dp.train.finetune`): its descriptor and fitting net
+        replace the config's.
       log: where console lines go (``print`` by default). A :class:`~jaxmd_dp.train.callbacks.Callback`
         given as the log (e.g. :class:`jaxmd_dp.api.LivePlot`) is also one of the callbacks.
       workers: data-parallel context (default: this process alone, all its local devices).
@@ -73,12 +77,12 @@ class Trainer:
         *,
         restart: str | Path | None = None,
         init_model: str | Path | None = None,
+        finetune: str | Path | None = None,
         log: Callable[[str], None] = print,
         workers: Workers | None = None,
         profile: str | Path | None = None,
         callbacks: Sequence[Callback] = (),
     ):
-        self.config = config
         self.out = Path(output_dir)
         self.workers = workers or local_workers()
         writer = self.workers.is_writer
@@ -89,6 +93,11 @@ class Trainer:
             user.insert(0, log)
         self.callbacks: list[Callback] = default_callbacks(config, self.out, writer, profile) + user
         self.log(self.workers.summary())
+        finetuning.check_options(finetune, restart, init_model)
+        pretrained = None if finetune is None else finetuning.load_pretrained(finetune)
+        if pretrained is not None:  # its descriptor and fitting net replace the config's
+            config = finetuning.finetune_config(config, pretrained, self.log)
+        self.config = config
         tc = config.training
         t0 = time.perf_counter()
 
@@ -102,6 +111,7 @@ class Trainer:
         # 3. one scan of every frame: sel "auto", the closest-pair data check, pair-packing block sizes, and a
         # fresh run's statistics' env-matrix sums
         fresh = ckpt_meta is None and init_model is None and writer
+        fresh = fresh and (pretrained is None or bool(finetuning.new_types(config, pretrained)))
         self.scan = setup.scan_neighbors(
             self.train_systems + self.valid_systems,
             config.model.descriptor.rcut,
@@ -110,7 +120,9 @@ class Trainer:
             config.model.descriptor.rcut_smth,
             setup.stat_frames(config, self.train_systems, self.seed) if fresh else None,
         )
-        if ckpt_meta is None:
+        if pretrained is not None:
+            self.hyper = finetuning.finetune_hyper(config, pretrained, self.scan, len(self.train_systems), self.log)
+        elif ckpt_meta is None:
             self.hyper = setup.fresh_hyper(config, self.scan, len(self.train_systems), self.log)
         setup.check_min_distance(self.train_systems + self.valid_systems, self.scan.min_dist_per_system)
         setup.check_sel_entries(config.model.descriptor.sel, self.hyper)
@@ -155,6 +167,14 @@ class Trainer:
         else:
             if init_model is not None:
                 params, stats = setup.init_model_weights(init_model, self.hyper, self.log)
+            elif pretrained is not None:
+                params, stats = self.workers.broadcast(
+                    finetuning.finetune_weights(
+                        config, pretrained, self.hyper, self.train_data, self.seed, self.scan, self.log
+                    )
+                    if writer
+                    else None
+                )
             else:
                 stats = self.workers.broadcast(
                     setup.logged_stats(config, self.train_data, self.hyper, self.seed, self.scan, self.log)
@@ -252,6 +272,8 @@ class Trainer:
             ahead.close()
             signals.restore()
             _end(begun, self)
+        if tc.change_bias_after_training and step == total and step > start and not stopping:
+            self.change_bias_after_training()
         summary = self._summary(windows)
         if stopping:
             self.log(f"received {stopping}: saved step {step} and stopped; continue with --restart {self.out}")
@@ -343,17 +365,37 @@ class Trainer:
         return layout
 
     # ------------------------------------------------------------------ checkpoints and outputs
-    def checkpoint(self) -> None:
-        """Save the state at its step. [data parallel] Collective: every process's sampler states are
-        gathered, rank 0 writes."""
+    def checkpoint(self, replace: bool = False) -> None:
+        """Save the state at its step (``replace``: over a checkpoint of that step). [data parallel]
+        Collective: every process's sampler states are gathered, rank 0 writes."""
         self._sampler_states = self.batches.gather_state(self.workers)
         if self.workers.is_writer:
-            self.save_checkpoint()
+            self.save_checkpoint(replace)
 
-    def save_checkpoint(self) -> None:
+    def change_bias_after_training(self) -> None:
+        """``training.change_bias_after_training``: the energy bias changed on the statistics' frames of the
+        training data (DeePMD-kit's "change-by-statistic", :func:`jaxmd_dp.train.finetune.bias_after_training`)
+        and the last checkpoint saved again with it. [data parallel] Collective: rank 0 computes."""
+        stats = self.workers.broadcast(
+            finetuning.bias_after_training(
+                self.config,
+                self.hyper,
+                jax.device_get(self.state.params),
+                self.stats,
+                self.train_data,
+                self.seed,
+                self.log,
+            )
+            if self.workers.is_writer
+            else None
+        )
+        self.stats = Stats(*(jax.device_put(s) for s in stats))
+        self.checkpoint(replace=True)
+
+    def save_checkpoint(self, replace: bool = False) -> None:
         step = int(self.state.step)
         try:
-            self.checkpointer.save(step, state_tree(self.state, self.stats), self._meta())
+            self.checkpointer.save(step, state_tree(self.state, self.stats), self._meta(), replace)
         except OSError as e:
             last = self.checkpointer.latest_step()
             raise InputError(
