@@ -1,4 +1,4 @@
-"""Import a DeePMD-kit se_e2_a energy model.
+"""Import a DeePMD-kit energy model (se_e2_a, se_atten, se_atten_v2; from a state dict se_e2_a only).
 
     python -m jaxmd_dp.convert_deepmd MODEL.dp -o OUT           # DeePMD-kit's model file (.dp or .yaml)
     python -m jaxmd_dp.convert_deepmd PARAMS INPUT -o OUT       # a PyTorch state dict and its input.json
@@ -146,7 +146,7 @@ def convert(params_path, input_path, out_path) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jaxmd_dp.convert_deepmd", description=__doc__.split("\n")[1])
+    p = argparse.ArgumentParser(prog="python -m jaxmd_dp.convert_deepmd", description=__doc__.split("\n")[0])
     p.add_argument(
         "params",
         help="DeePMD-kit model: .dp/.yaml model file, state dict .npz (DeePMD-kit key names) or .pt checkpoint",

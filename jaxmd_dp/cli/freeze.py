@@ -84,7 +84,8 @@ def main(argv=None) -> int:
         "-o",
         "--output",
         default="frozen_model.jaxdp",
-        help="file to write (default frozen_model.jaxdp; .dp or .yaml: DeePMD-kit's model file)",
+        help="file to write (default frozen_model.jaxdp; .dp or .yaml: DeePMD-kit's model file, which "
+        "dp convert-backend turns into .pb or .pth)",
     )
     p.add_argument(
         "--export", action="store_true", help="also store a jax.export energy/force/virial function (needs --natoms)"

@@ -27,7 +27,7 @@ COMMANDS = {
     "freeze": ("jaxmd_dp.cli.freeze", "freeze a checkpoint into one self-contained model file (dp freeze)"),
     "plot": ("jaxmd_dp.cli.plot", "plot a learning curve (lcurve.out) to PNG"),
     "neighbor-stat": ("jaxmd_dp.cli.neighbor_stat", "neighbour statistics and suggested sel (dp neighbor-stat)"),
-    "convert-deepmd": ("jaxmd_dp.cli.convert_deepmd", "import a DeePMD-kit PyTorch se_e2_a model"),
+    "convert-deepmd": ("jaxmd_dp.cli.convert_deepmd", "import a DeePMD-kit model (.dp, .yaml, a PyTorch state dict)"),
     "change-bias": ("jaxmd_dp.cli.change_bias", "change a model's energy bias on data (dp change-bias)"),
 }
 ALIASES = {"neighbor_stat": "neighbor-stat", "convert_deepmd": "convert-deepmd", "change_bias": "change-bias"}

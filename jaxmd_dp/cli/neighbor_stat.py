@@ -3,11 +3,15 @@
 The most neighbours of each type any atom has within ``rcut`` (DeePMD-kit's ``max_nbor_size``), the
 shortest interatomic distance (``min_nbor_dist``), and the suggested ``sel``.
 
-    python -m jaxmd_dp.neighbor_stat -s SYSTEMS [SYSTEMS ...] -r RCUT [-t TYPE ...] [--one-type] [--json]
+    python -m jaxmd_dp.neighbor_stat -s SYSTEMS [SYSTEMS ...] -r RCUT [-t TYPE ...] [--mixed-type] [--json]
 
 SYSTEMS: DeePMD-kit npy systems, or directories searched for them. TYPE: the type map (element names; default:
 the systems' ``type_map.raw``, else their type indices). The suggested ``sel`` is the trainer's ``sel: auto``
 rule: ceil(max × 1.1), rounded up to a multiple of 4 (``--sel-factor`` changes 1.1).
+
+``--mixed-type`` (``--one-type``), for se_atten / se_atten_v2, whose ``sel`` is one number of neighbours of any
+type: every neighbour counts as one type, so ``max_nbor_size`` is the most neighbours of any type one atom has
+(DeePMD-kit's ``dp neighbor-stat --mixed-type``; at most, and usually less than, the sum of the per-type most).
 """
 
 from __future__ import annotations
@@ -81,7 +85,13 @@ def main(argv=None) -> int:
         default=None,
         help="element names (default: the systems' type_map.raw, else their type indices)",
     )
-    p.add_argument("--one-type", action="store_true", help="treat all atoms as one type (mixed-type models)")
+    p.add_argument(
+        "--mixed-type",
+        "--one-type",
+        dest="one_type",
+        action="store_true",
+        help="count neighbours of every type as one (the one sel of se_atten, se_atten_v2)",
+    )
     p.add_argument("--sel-factor", type=float, default=1.1, help="head-room factor of the suggested sel (default 1.1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = p.parse_args(argv)

@@ -2,7 +2,7 @@
 
 A config is five sections, with DeePMD-kit's key names and defaults (DeePMD-kit 3.x ``deepmd/utils/argcheck.py``)::
 
-    model:          type_map, descriptor (se_e2_a), fitting_net (ener), data statistics
+    model:          type_map, descriptor (se_e2_a, se_atten, se_atten_v2), fitting_net (ener), data statistics
     learning_rate:  exponential decay (type "exp")
     loss:           energy / force / virial prefactors (type "ener")
     optimizer:      Adam (optional section)
@@ -41,7 +41,7 @@ and :mod:`~jaxmd_dp.config.reading` (files, overrides, the entry points).
 """
 
 from jaxmd_dp.config.checks import ACTIVATIONS, KERNELS, PRECISIONS, TABLE_MAX_NODES, TABLE_MIN_NODES
-from jaxmd_dp.config.model import DescriptorConfig, FittingNetConfig, ModelConfig
+from jaxmd_dp.config.model import DescriptorConfig, FittingNetConfig, ModelConfig, SeAttenConfig, SeAttenV2Config
 from jaxmd_dp.config.optimization import LearningRateConfig, LossConfig, OptimizerConfig
 from jaxmd_dp.config.reading import config_from_dict, load_config, model_config_from_dict
 from jaxmd_dp.config.schema import Config
@@ -60,6 +60,8 @@ __all__ = [
     "LossConfig",
     "ModelConfig",
     "OptimizerConfig",
+    "SeAttenConfig",
+    "SeAttenV2Config",
     "TrainingConfig",
     "TrainingDataConfig",
     "ValidationDataConfig",

@@ -16,7 +16,8 @@ from jaxmd_dp.model.io import read_exported, read_meta
 
 class ExportedPrediction(NamedTuple):
     """energy (nf,) eV; force (nf, natoms, 3) eV/Å; virial (nf, 9) eV; atom_energy (nf, natoms) eV;
-    nneigh_max (ntypes,) most neighbours of each type any atom had (more than ``sel`` were dropped)."""
+    nneigh_max (len(sel),) most neighbours of each type any atom had, or of any type for a descriptor of
+    mixed types (more than ``sel`` were dropped)."""
 
     energy: np.ndarray
     force: np.ndarray

@@ -13,7 +13,12 @@ reference implementation. The file holds:
   neighbour type with ``type_one_side`` (ndim 1), else one per (centre, neighbour) type pair at index
   centre + neighbour·ntypes (ndim 2)) and the fitting (``type`` "ener": a ``FittingNetwork`` per centre
   type, ``@variables/bias_atom_e`` (ntypes, 1) eV, also added to the atomic energies).
-  Each layer's ``@variables`` are ``w`` (in, out), ``b`` (out,) and ``idt`` (out,) or null.
+  Each layer's ``@variables`` are ``w`` (in, out), ``b`` (out,) or null and ``idt`` (out,) or null.
+- DPA-1 (``type`` "dpa1" for se_atten, "se_atten_v2"): ``sel`` one number (in a list), davg/dstd
+  (ntypes, sel, 4), ``type_embedding`` (a ``TypeEmbedNet``: one linear layer on the one-hot types),
+  ``embeddings`` (one net, ndim 0) and with "strip" ``embeddings_strip`` (the type net), ``attention_layers``
+  (a ``NeighborGatedAttention``: per layer ``in_proj``, ``out_proj`` and a ``LayerNorm``); the fitting is one
+  net (``mixed_types``, ndim 0) whose ``dim_descrpt`` counts the type embedding the descriptor appends.
 - ``model_def_script``: the ``model`` section of a DeePMD-kit input that builds this model (the
   TensorFlow backend stores it in the graph).
 - ``software``, ``version``, ``time``: who wrote the file, when.
@@ -24,8 +29,13 @@ dataset's name, is the JSON attribute ``json`` of the root group. In ``.yaml`` e
 
 Our model maps one to one: embedding net k is ``params["descriptor"]["embed_{k}"]`` (the same index),
 fitting net t ``params["fitting"]["fit_{t}"]``, their layers ``layer_{l}`` with ``matrix``/``bias``/``idt``
-for DeePMD-kit's ``w``/``b``/``idt``; davg/dstd are :class:`~jaxmd_dp.model.energy.Stats`' and its energy
-bias is ``out_bias`` (``bias_atom_e`` written as zeros; read back as the sum of both).
+for DeePMD-kit's ``w``/``b``/``idt``; DPA-1's ``type_embedding``, ``embedding``, ``embedding_strip`` and
+``attention_{l}`` (``in_proj``, ``out_proj``, ``layer_norm`` ``scale``/``offset`` for ``w``/``b``, ones and
+zeros written without ``trainable_ln``) as :mod:`jaxmd_dp.model.se_atten` names them. davg/dstd are
+:class:`~jaxmd_dp.model.energy.Stats`' and its energy bias is ``out_bias`` (``bias_atom_e`` written as zeros;
+read back as the sum of both). Both descriptors are written by one path (:func:`to_deepmd_dict`: the
+descriptor's dict by its type, the fitting and the model around it shared), and the files we write are the
+dicts DeePMD-kit writes for the same weights but ``out_std`` (ones).
 """
 
 from __future__ import annotations
@@ -116,11 +126,12 @@ def _array(x, dtype=None) -> np.ndarray:
 
 
 def _layer(layer: dict, activation: str, resnet: bool, precision: str) -> dict:
-    idt = layer.get("idt")
+    """DeePMD-kit's ``Layer`` of one of ours ({"matrix"[, "bias"][, "idt"]})."""
+    idt, bias = layer.get("idt"), layer.get("bias")
     return {
         "@class": "Layer",
         "@version": 2,
-        "bias": True,
+        "bias": bias is not None,
         "use_timestep": idt is not None,
         "activation_function": activation,
         "resnet": resnet,
@@ -128,7 +139,7 @@ def _layer(layer: dict, activation: str, resnet: bool, precision: str) -> dict:
         "trainable": True,
         "@variables": {
             "w": _array(layer["matrix"]),
-            "b": _array(layer["bias"]),
+            "b": None if bias is None else _array(bias),
             "idt": None if idt is None else _array(idt),
         },
     }
@@ -145,125 +156,247 @@ def _collection(ndim: int, ntypes: int, network_type: str, networks: list[dict])
     }
 
 
-def _model_section(h: dict) -> dict:
-    """The DeePMD-kit input ``model`` section that builds this model (``model_def_script``)."""
+def _embedding_network(
+    net: dict, in_dim: int, neuron, activation: str, resnet_dt: bool, precision: str, bias: bool = True
+) -> dict:
+    """DeePMD-kit's ``EmbeddingNetwork`` of one of our nets (``layer_{l}``; every layer with DeePMD-kit's skip)."""
     return {
-        "type_map": list(h["type_map"]),
-        "descriptor": {
-            "type": "se_e2_a",
-            "sel": list(h["sel"]),
-            "rcut": h["rcut"],
-            "rcut_smth": h["rcut_smth"],
-            "neuron": list(h["neuron"]),
-            "axis_neuron": h["axis_neuron"],
-            "type_one_side": h["type_one_side"],
-            "resnet_dt": h["resnet_dt"],
-            "activation_function": h["activation"],
-            "precision": h["precision"],
-        },
-        "fitting_net": {
-            "type": "ener",
-            "neuron": list(h["fit_neuron"]),
-            "resnet_dt": h["fit_resnet_dt"],
-            "activation_function": h["fit_activation"],
-            "precision": h["fit_precision"],
-        },
+        "@class": "EmbeddingNetwork",
+        "@version": 2,
+        "in_dim": in_dim,
+        "neuron": list(neuron),
+        "activation_function": activation,
+        "resnet_dt": resnet_dt,
+        "bias": bias,
+        "precision": precision,
+        "layers": [_layer(layer, activation, True, precision) for layer in _layers(net)],
     }
 
 
-def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
-    """DeePMD-kit's model-file dict of our se_e2_a energy model (arrays as numpy arrays): ``model`` as
-    ``deepmd.dpmodel``'s standard energy model serialises itself, with ``model_def_script`` and the
-    writer's ``software``/``version``/``time``. Weights keep their dtype; davg/dstd and the biases are
-    float64. Raises InputError for a model DeePMD-kit's file cannot hold (another descriptor, bfloat16)."""
-    h = _hyper_fields(hyper)
-    kind = h.get("descriptor", "se_e2_a")
-    if kind != "se_e2_a":
-        raise InputError(f"descriptor {kind}: only se_e2_a models are written as DeePMD-kit model files")
-    for key in ("precision", "fit_precision"):
-        if h[key] not in ("float64", "float32"):
-            raise InputError(f"{key} {h[key]}: DeePMD-kit's model file holds float64 or float32 weights only")
-    type_map, ntypes = list(h["type_map"]), len(h["type_map"])
-    prec, fprec = h["precision"], h["fit_precision"]
-    neuron, fit_neuron = list(h["neuron"]), list(h["fit_neuron"])
-    nnets = ntypes if h["type_one_side"] else ntypes * ntypes
+def _fitting_network(net: dict, in_dim: int, fitting) -> dict:
+    """DeePMD-kit's ``FittingNetwork`` of one of our fitting nets (hidden layers with skips, a linear last)."""
+    layers, act, prec = _layers(net), fitting.activation, fitting.precision
+    return {
+        "@class": "FittingNetwork",
+        "@version": 1,
+        "in_dim": in_dim,
+        "out_dim": 1,
+        "neuron": list(fitting.neuron),
+        "activation_function": act,
+        "resnet_dt": fitting.resnet_dt,
+        "precision": prec,
+        "bias_out": True,
+        "layers": [_layer(layer, act, True, prec) for layer in layers[:-1]] + [_layer(layers[-1], "none", False, prec)],
+    }
 
+
+def _env_mat(d) -> dict:
+    return {"rcut": d.rcut, "rcut_smth": d.rcut_smth, "protection": 0.0, "use_exp_switch": False}
+
+
+def _se_e2_a_descriptor(hyper: ModelHyper, params, davg: np.ndarray, dstd: np.ndarray) -> dict:
+    """``DescrptSeA.serialize()``: one embedding net per neighbour type (type_one_side) or type pair."""
+    d, ntypes = hyper.descriptor, hyper.ntypes
+    nnets = ntypes if d.type_one_side else ntypes * ntypes
     embeddings = [
-        {
-            "@class": "EmbeddingNetwork",
-            "@version": 2,
-            "in_dim": 1,
-            "neuron": list(neuron),
-            "activation_function": h["activation"],
-            "resnet_dt": h["resnet_dt"],
-            "bias": True,
-            "precision": prec,
-            "layers": [_layer(layer, h["activation"], True, prec) for layer in _layers(_embedding_net(params, k))],
-        }
+        _embedding_network(_embedding_net(params, k), 1, d.neuron, d.activation, d.resnet_dt, d.precision)
         for k in range(nnets)
     ]
-    dim_descrpt = neuron[-1] * h["axis_neuron"]
-    fitting_nets = []
-    for t in range(ntypes):
-        layers = _layers(_fitting_net(params, t))
-        fitting_nets.append(
-            {
-                "@class": "FittingNetwork",
-                "@version": 1,
-                "in_dim": dim_descrpt,
-                "out_dim": 1,
-                "neuron": list(fit_neuron),
-                "activation_function": h["fit_activation"],
-                "resnet_dt": h["fit_resnet_dt"],
-                "precision": fprec,
-                "bias_out": True,
-                "layers": [_layer(layer, h["fit_activation"], True, fprec) for layer in layers[:-1]]
-                + [_layer(layers[-1], "none", False, fprec)],
-            }
-        )
-
-    davg, dstd, bias = (_array(s, np.float64) for s in stats)
-    descriptor = {
+    return {
         "@class": "Descriptor",
         "type": "se_e2_a",
         "@version": 2,
-        "rcut": h["rcut"],
-        "rcut_smth": h["rcut_smth"],
-        "sel": list(h["sel"]),
-        "neuron": list(neuron),
-        "axis_neuron": h["axis_neuron"],
-        "resnet_dt": h["resnet_dt"],
+        "rcut": d.rcut,
+        "rcut_smth": d.rcut_smth,
+        "sel": list(d.sel),
+        "neuron": list(d.neuron),
+        "axis_neuron": d.axis_neuron,
+        "resnet_dt": d.resnet_dt,
         "trainable": True,
-        "type_one_side": h["type_one_side"],
+        "type_one_side": d.type_one_side,
         "exclude_types": [],
         "env_protection": 0.0,
         "set_davg_zero": False,
-        "activation_function": h["activation"],
-        "precision": prec,
+        "activation_function": d.activation,
+        "precision": d.precision,
         "spin": None,
-        "env_mat": {"rcut": h["rcut"], "rcut_smth": h["rcut_smth"], "protection": 0.0, "use_exp_switch": False},
-        "embeddings": _collection(1 if h["type_one_side"] else 2, ntypes, "embedding_network", embeddings),
+        "env_mat": _env_mat(d),
+        "embeddings": _collection(1 if d.type_one_side else 2, ntypes, "embedding_network", embeddings),
         "@variables": {"davg": davg, "dstd": dstd},
-        "type_map": type_map,
+        "type_map": list(hyper.type_map),
     }
-    fitting = {
+
+
+def _type_embedding(hyper: ModelHyper, tree: dict) -> dict:
+    """``TypeEmbedNet.serialize()`` as DPA-1 builds it: one linear layer on the one-hot types, padded."""
+    d, prec = hyper.descriptor, hyper.descriptor.precision
+    net = _embedding_network(tree, hyper.ntypes, [d.tebd_dim], "Linear", False, prec, d.use_tebd_bias)
+    return {
+        "@class": "TypeEmbedNet",
+        "@version": 2,
+        "ntypes": hyper.ntypes,
+        "neuron": [d.tebd_dim],
+        "resnet_dt": False,
+        "precision": prec,
+        "activation_function": "Linear",
+        "trainable": True,
+        "padding": True,
+        "use_econf_tebd": False,
+        "use_tebd_bias": d.use_tebd_bias,
+        "type_map": list(hyper.type_map),
+        "embedding": net,
+    }
+
+
+def _attention(d, tree: dict) -> dict:
+    """``NeighborGatedAttention.serialize()``: ``attn_layer`` gated attention layers (one head, no mask)."""
+    prec, width = d.precision, d.neuron[-1]
+    common = {
+        "dotr": d.attn_dotr,
+        "do_mask": False,
+        "scaling_factor": d.scaling_factor,
+        "normalize": d.normalize,
+        "temperature": d.temperature,
+    }
+    ln = {"trainable_ln": d.trainable_ln, "ln_eps": d.ln_eps, "precision": prec}
+
+    def layer(i: int) -> dict:
+        ours = tree[f"attention_{i}"]
+        norm = ours.get("layer_norm") or {"scale": np.ones(width, prec), "offset": np.zeros(width, prec)}
+        return {
+            "nnei": d.sel,
+            "embed_dim": width,
+            "hidden_dim": d.attn,
+            **common,
+            **ln,
+            "attention_layer": {
+                "nnei": d.sel,
+                "embed_dim": width,
+                "hidden_dim": d.attn,
+                "num_heads": 1,
+                **common,
+                "bias": True,
+                "smooth": d.smooth_type_embedding,
+                "precision": prec,
+                "in_proj": _layer(ours["in_proj"], "none", False, prec),
+                "out_proj": _layer(ours["out_proj"], "none", False, prec),
+            },
+            "attn_layer_norm": {
+                "@class": "LayerNorm",
+                "@version": 1,
+                "eps": d.ln_eps,
+                "trainable": d.trainable_ln,
+                "precision": prec,
+                "@variables": {"w": _array(norm["scale"]), "b": _array(norm["offset"])},
+            },
+        }
+
+    return {
+        "@class": "NeighborGatedAttention",
+        "@version": 1,
+        "layer_num": d.attn_layer,
+        "nnei": d.sel,
+        "embed_dim": width,
+        "hidden_dim": d.attn,
+        **common,
+        **ln,
+        "attention_layers": [layer(i) for i in range(d.attn_layer)],
+    }
+
+
+def _dpa1_descriptor(hyper: ModelHyper, params, davg: np.ndarray, dstd: np.ndarray) -> dict:
+    """``DescrptDPA1.serialize()`` (type "dpa1", se_atten's serialised name) or ``DescrptSeAttenV2.serialize()``
+    (type "se_atten_v2": no tebd_input_mode / smooth_type_embedding keys, the strip net after the embedding
+    net). ``set_davg_zero`` is written as davg being all zero (the statistics it gave)."""
+    d, ntypes, tree = hyper.descriptor, hyper.ntypes, params["descriptor"]
+    v2, strip = d.type_name == "se_atten_v2", d.tebd_input_mode == "strip"
+    sides = 1 if d.type_one_side else 2
+
+    def embeddings(name: str, in_dim: int) -> dict:
+        net = _embedding_network(tree[name], in_dim, d.neuron, d.activation, d.resnet_dt, d.precision)
+        return _collection(0, ntypes, "embedding_network", [net])
+
+    nets = {"embeddings": embeddings("embedding", 1 if strip else 1 + sides * d.tebd_dim)}
+    if strip:
+        nets["embeddings_strip"] = embeddings("embedding_strip", sides * d.tebd_dim)
+    mode = {} if v2 else {"tebd_input_mode": d.tebd_input_mode}
+    smooth = {} if v2 else {"smooth_type_embedding": d.smooth_type_embedding}
+    data = {
+        "@class": "Descriptor",
+        "type": "se_atten_v2" if v2 else "dpa1",
+        "@version": 2,
+        "rcut": d.rcut,
+        "rcut_smth": d.rcut_smth,
+        "sel": [d.sel],
+        "ntypes": ntypes,
+        "neuron": list(d.neuron),
+        "axis_neuron": d.axis_neuron,
+        "tebd_dim": d.tebd_dim,
+        **mode,
+        "set_davg_zero": not np.any(davg),
+        "attn": d.attn,
+        "attn_layer": d.attn_layer,
+        "attn_dotr": d.attn_dotr,
+        "attn_mask": False,
+        "activation_function": d.activation,
+        "resnet_dt": d.resnet_dt,
+        "scaling_factor": d.scaling_factor,
+        "normalize": d.normalize,
+        "temperature": d.temperature,
+        "trainable_ln": d.trainable_ln,
+        "ln_eps": d.ln_eps,
+        **smooth,
+        "type_one_side": d.type_one_side,
+        "concat_output_tebd": d.concat_output_tebd,
+        "use_econf_tebd": False,
+        "use_tebd_bias": d.use_tebd_bias,
+        "type_map": list(hyper.type_map),
+        "precision": d.precision,
+        "embeddings": nets["embeddings"],
+        **({"embeddings_strip": nets["embeddings_strip"]} if v2 else {}),
+        "attention_layers": _attention(d, tree),
+        "env_mat": _env_mat(d),
+        "type_embedding": _type_embedding(hyper, tree["type_embedding"]),
+        "exclude_types": [list(p) for p in d.exclude_types],
+        "env_protection": 0.0,
+        "@variables": {"davg": davg, "dstd": dstd},
+        "trainable": True,
+        "spin": None,
+    }
+    if strip and not v2:
+        data["embeddings_strip"] = nets["embeddings_strip"]
+    return data
+
+
+#: DeePMD-kit's descriptor dict of each of our descriptors, by type name.
+_DESCRIPTOR_WRITERS = {"se_e2_a": _se_e2_a_descriptor, "se_atten": _dpa1_descriptor, "se_atten_v2": _dpa1_descriptor}
+
+
+def _fitting(hyper: ModelHyper, params) -> dict:
+    """``EnergyFittingNet.serialize()``: a net per centre type (ndim 1), or with a descriptor of mixed types
+    one net for all (``mixed_types``, ndim 0; the type reaches it through the descriptor, e.g. DPA-1's
+    appended type embedding, so ``dim_descrpt`` counts it). ``bias_atom_e`` is zero (the bias is the model's)."""
+    f, ntypes, mixed = hyper.fitting, hyper.ntypes, hyper.descriptor.mixed_types
+    dim = hyper.dim_descriptor
+    nets = [_fitting_network(_fitting_net(params, t), dim, f) for t in range(1 if mixed else ntypes)]
+    return {
         "@class": "Fitting",
         "@version": 4,
         "var_name": "energy",
         "ntypes": ntypes,
-        "dim_descrpt": dim_descrpt,
-        "neuron": list(fit_neuron),
-        "resnet_dt": h["fit_resnet_dt"],
+        "dim_descrpt": dim,
+        "neuron": list(f.neuron),
+        "resnet_dt": f.resnet_dt,
         "numb_fparam": 0,
         "numb_aparam": 0,
         "dim_case_embd": 0,
         "default_fparam": None,
         "rcond": None,
-        "activation_function": h["fit_activation"],
-        "precision": fprec,
-        "mixed_types": False,
+        "activation_function": f.activation,
+        "precision": f.precision,
+        "mixed_types": mixed,
         "exclude_types": [],
-        "nets": _collection(1, ntypes, "fitting_network", fitting_nets),
+        "nets": _collection(0 if mixed else 1, ntypes, "fitting_network", nets),
         "@variables": {
             "bias_atom_e": np.zeros((ntypes, 1)),
             "case_embd": None,
@@ -272,9 +405,9 @@ def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
             "aparam_avg": None,
             "aparam_inv_std": None,
         },
-        "type_map": type_map,
+        "type_map": list(hyper.type_map),
         "tot_ener_zero": False,
-        "trainable": [True] * (len(fit_neuron) + 1),
+        "trainable": [True] * (len(f.neuron) + 1),
         "layer_name": None,
         "use_aparam_as_mask": False,
         "spin": None,
@@ -282,8 +415,29 @@ def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
         "dim_out": 1,
         "atom_ener": [],
     }
+
+
+def _input_section(model: dict) -> dict:
+    """The DeePMD-kit input ``model`` section that builds the model of this dict (``model_def_script``)."""
+    return _dpa1_section(model) if model["descriptor"]["type"] in _DPA1 else _section(model)
+
+
+def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
+    """DeePMD-kit's model-file dict of our energy model (arrays as numpy arrays): ``model`` as
+    ``deepmd.dpmodel``'s standard energy model serialises itself (se_e2_a, se_atten as "dpa1", se_atten_v2),
+    with ``model_def_script`` and the writer's ``software``/``version``/``time``. Weights keep their dtype;
+    davg/dstd and the biases are float64. Raises InputError for a model DeePMD-kit's file cannot hold
+    (bfloat16 weights)."""
+    kind = hyper.descriptor.type_name
+    if kind not in _DESCRIPTOR_WRITERS:
+        raise InputError(f"descriptor {kind}: not written as a DeePMD-kit model file")
+    for key, value in (("precision", hyper.descriptor.precision), ("fit_precision", hyper.fitting.precision)):
+        if value not in ("float64", "float32"):
+            raise InputError(f"{key} {value}: DeePMD-kit's model file holds float64 or float32 weights only")
+    ntypes = hyper.ntypes
+    davg, dstd, bias = (_array(s, np.float64) for s in stats)
     model = {
-        "type_map": type_map,
+        "type_map": list(hyper.type_map),
         "atom_exclude_types": [],
         "pair_exclude_types": [],
         "rcond": None,
@@ -292,8 +446,8 @@ def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
         "@class": "Model",
         "type": "standard",
         "@version": 2,
-        "descriptor": descriptor,
-        "fitting": fitting,
+        "descriptor": _DESCRIPTOR_WRITERS[kind](hyper, params, davg, dstd),
+        "fitting": _fitting(hyper, params),
     }
     return {
         "software": "jaxmd_dp",
@@ -301,7 +455,7 @@ def to_deepmd_dict(hyper: ModelHyper, params, stats: Stats) -> dict:
         "time": str(datetime.datetime.now(tz=datetime.UTC)),
         "backend": "jaxmd_dp",
         "model": model,
-        "model_def_script": _model_section(h),
+        "model_def_script": _input_section(model),
         "@variables": {},
     }
 
@@ -398,9 +552,28 @@ def save_deepmd(path: str | os.PathLike, hyper: ModelHyper, params, stats: Stats
     """Write DeePMD-kit's model file of the model (:func:`to_deepmd_dict`): ``.dp`` (HDF5, needs h5py) or
     ``.yaml``/``.yml`` by the suffix, atomically (:func:`write_deepmd_file`). Returns the path."""
     path = Path(path)
+    if path.suffix.lower() in CONVERT_FIRST:
+        raise InputError(_convert_route(path, hyper))
     if _suffix(path) == ".dp":
         _h5py(path)  # refused before anything is computed
     return write_deepmd_file(path, to_deepmd_dict(hyper, params, stats))
+
+
+def _convert_route(path: Path, hyper: ModelHyper) -> str:
+    """One line for a request to write another DeePMD-kit format (.pb, .pth, ...): the route through the .dp
+    file, or for a .pb of DPA-1 with smoothing (DeePMD-kit's TensorFlow backend does not deserialise
+    se_atten_v2, nor se_atten with smooth_type_embedding) the formats that hold it."""
+    d, dp = hyper.descriptor, f"{path.stem}.dp"
+    if path.suffix.lower() == ".pb" and getattr(d, "smooth_type_embedding", False):
+        return (
+            f"{path}: DeePMD-kit's TensorFlow backend cannot hold {d.type_name} (a smooth type embedding); "
+            f"write DeePMD-kit's model file {dp} instead (freeze -o {dp}), which DeePMD-kit runs as it is "
+            f"(dp test -m {dp}) or converts for PyTorch and LAMMPS: dp convert-backend {dp} {path.stem}.pth"
+        )
+    return (
+        f"{path}: jaxmd_dp writes DeePMD-kit's .dp or .yaml model file; write {dp} (freeze -o {dp}), "
+        f"then dp convert-backend {dp} {path.name}"
+    )
 
 
 def read_deepmd_file(path: str | os.PathLike) -> dict:
@@ -802,7 +975,7 @@ def _from_dpa1(model: dict, desc: dict, fit: dict) -> tuple[ModelHyper, dict, St
 
 
 def load_deepmd(path: str | os.PathLike) -> tuple[ModelHyper, dict, Stats]:
-    """(hyper, params, stats) of DeePMD-kit's ``.dp``/``.yaml`` model file of an se_e2_a energy model (any
+    """(hyper, params, stats) of DeePMD-kit's ``.dp``/``.yaml`` model file of an se_e2_a or DPA-1 energy model (any
     DeePMD-kit backend's, e.g. from ``dp convert-backend model.pb model.dp``). A model we cannot run
     exactly as DeePMD-kit does (another descriptor or fitting, excluded types, frame/atomic parameters,
     fixed atomic energies, spin, ...) raises InputError with one line saying why; ``.pb``/``.pth`` files

@@ -42,8 +42,9 @@ def predict_frames(
 
     coord: (nf, natoms, 3) Å; box: (nf, 3, 3) Å or None; atype: (natoms,) int. capacity: see
     :func:`~jaxmd_dp.model.energy.type_capacity` (None: natoms for every type); kernels: "pallas" | "jnp" |
-    "auto" | None (``geometry.neighbor.build``). Returns (Prediction, nneigh_max (ntypes,) the most
-    neighbours of each type any atom had (more than ``sel`` were dropped), cell_overflow () bool).
+    "auto" | None (``geometry.neighbor.build``). Returns (Prediction, nneigh_max (len(sel),) the most
+    neighbours of each type any atom had, or of any type for a descriptor of mixed types (more than ``sel``
+    were dropped), cell_overflow () bool).
     """
     nl = neighbor.build(spec, coord, box, atype, kernels)
     pred = predict(hyper, params, stats, coord, box, atype, nl, plan=ExecutionPlan(capacity, kernels))
@@ -117,7 +118,7 @@ def predict_system(ev: Evaluator, system: System, nframes: int = 0, chunk: int =
         over = ev.last_nneigh_max > np.asarray(ev.hyper.sel)
         if over.any():
             print(
-                f"warning: {system.path}: neighbours per type {ev.last_nneigh_max.tolist()} exceed sel "
+                f"warning: {system.path}: most neighbours {ev.last_nneigh_max.tolist()} exceed sel "
                 f"{list(ev.hyper.sel)}; the farthest were dropped (as DeePMD-kit does)",
                 file=sys.stderr,
             )

@@ -135,3 +135,28 @@ class DeepmdKitRun:
         kind "e" (nf,), "f" (nf·natoms, 3) or "v" (nf, 9)."""
         data = np.loadtxt(self.root / name / backend / f"detail.{kind}.out", ndmin=2)
         return data[:, data.shape[1] // 2 :]
+
+
+def layout(x):
+    """The dict with each array replaced by "<dtype shape>"."""
+    if isinstance(x, dict):
+        return {k: layout(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [layout(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return f"<{x.dtype} {x.shape}>"
+    return x
+
+
+def same_model(a, b) -> None:
+    """Equal hyper-parameters, weights bit for bit (dtypes too), statistics bit for bit."""
+    import jax
+
+    (ha, pa, sa), (hb, pb, sb) = a, b
+    assert ha == hb
+    la, lb = jax.tree_util.tree_leaves_with_path(pa), jax.tree_util.tree_leaves_with_path(pb)
+    assert [p for p, _ in la] == [p for p, _ in lb]
+    for (path, x), (_, y) in zip(la, lb):
+        assert np.asarray(x).dtype == np.asarray(y).dtype and np.array_equal(x, y), jax.tree_util.keystr(path)
+    for x, y in zip(sa, sb):
+        assert np.array_equal(np.asarray(x), np.asarray(y))

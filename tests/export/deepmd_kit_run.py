@@ -6,6 +6,9 @@ JOBS.json: a list of jobs, run in order:
 - ``{"dp": [ARGS...]}``: the ``dp`` command with these arguments (``deepmd.main.main``, what ``dp`` runs);
 - ``{"eval": MODEL, "system": DIR, "out": NPZ}``: ``deepmd.infer.DeepPot(MODEL).eval(..., atomic=True)`` on
   every frame of the DeePMD-kit system DIR: energy, force, virial, atom_energy into NPZ;
+- ``{"dpmodel": MODEL, "system": DIR, "out": NPZ}``: the model file read by ``deepmd.dpmodel``'s own loader
+  (``load_dp_model``), built by its ``BaseModel.deserialize`` and called (DeePMD-kit's NumPy reference code) on
+  every frame of DIR: energy, atom_energy (and force, virial where it gives them) into NPZ;
 - ``{"layout": INPUT_JSON, "out": JSON}``: the model dict ``deepmd.dpmodel`` serialises for the ``model``
   section of INPUT_JSON (arrays as "<dtype shape>"), written to JSON.
 Exits with status 3 when DeePMD-kit is not importable.
@@ -52,6 +55,24 @@ def evaluate(model: str, system: str, out: str) -> None:
     )
 
 
+def dpmodel_eval(model: str, system: str, out: str) -> None:
+    from deepmd.dpmodel.model.base_model import BaseModel
+    from deepmd.dpmodel.utils.serialization import load_dp_model
+
+    s = Path(system)
+    atype = np.loadtxt(s / "type.raw", dtype=int, ndmin=1)
+    coord = np.load(s / "set.000" / "coord.npy")
+    box = np.load(s / "set.000" / "box.npy") if (s / "set.000" / "box.npy").exists() else None
+    nf = len(coord)
+    ret = BaseModel.deserialize(load_dp_model(model)["model"])(coord, np.tile(atype, (nf, 1)), box)
+    got = {"energy": ret["energy"].reshape(nf), "atom_energy": ret["atom_energy"].reshape(nf, -1)}
+    if "force" in ret:
+        got["force"] = ret["force"].reshape(nf, -1, 3)
+    if "virial" in ret:
+        got["virial"] = ret["virial"].reshape(nf, 9)
+    np.savez(out, **got)
+
+
 def main() -> None:
     print("deepmd-kit", deepmd.__version__, flush=True)
     for job in json.loads(Path(sys.argv[1]).read_text()):
@@ -60,6 +81,8 @@ def main() -> None:
             dp(job["dp"])
         elif "eval" in job:
             evaluate(job["eval"], job["system"], job["out"])
+        elif "dpmodel" in job:
+            dpmodel_eval(job["dpmodel"], job["system"], job["out"])
         elif "layout" in job:
             from deepmd.dpmodel.model.model import get_model
 

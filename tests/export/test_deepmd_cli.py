@@ -60,6 +60,10 @@ def test_refusals_are_one_line(model_dir, cases, tmp_path, capsys):
     assert run_cli(freeze.main, ["-m", str(model_dir), "-o", str(tmp_path / "m.dp"), "--export", "--natoms", "3"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--export" in err[0] and not (tmp_path / "m.dp").exists()
+    assert run_cli(freeze.main, ["-m", str(model_dir), "-o", str(tmp_path / "m.pb")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "freeze -o m.dp), then dp convert-backend m.dp m.pb" in err[0], err
+    assert not (tmp_path / "m.pb").exists()
     (tmp_path / "graph.pb").write_bytes(b"x")
     assert run_cli(dptest.main, ["-m", str(tmp_path / "graph.pb"), "-s", str(system)]) == 1
     err = capsys.readouterr().err.strip().splitlines()

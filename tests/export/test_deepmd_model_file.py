@@ -8,39 +8,15 @@ import json
 import os
 import sys
 
-import jax
 import numpy as np
 import pytest
 import yaml
-from deepmd_cases import BACK_CASE, CASES, YAML_CASE
+from deepmd_cases import BACK_CASE, CASES, YAML_CASE, layout, same_model
 from fixture_models import max_rel
 
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.deepmd_file import load_deepmd, read_deepmd_file, save_deepmd, to_deepmd_dict, write_deepmd_file
 from jaxmd_dp.model.trained import Model
-
-
-def _layout(x):
-    if isinstance(x, dict):
-        return {k: _layout(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_layout(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return f"<{x.dtype} {x.shape}>"
-    return x
-
-
-def _same_model(a, b) -> None:
-    """Equal hyper-parameters, weights bit for bit (dtypes too), statistics bit for bit."""
-    (ha, pa, sa), (hb, pb, sb) = a, b
-    assert ha == hb
-    la, lb = jax.tree_util.tree_leaves_with_path(pa), jax.tree_util.tree_leaves_with_path(pb)
-    assert [p for p, _ in la] == [p for p, _ in lb]
-    for (path, x), (_, y) in zip(la, lb):
-        assert np.asarray(x).dtype == np.asarray(y).dtype and np.array_equal(x, y), jax.tree_util.keystr(path)
-    for x, y in zip(sa, sb):
-        assert np.array_equal(np.asarray(x), np.asarray(y))
-
 
 # ------------------------------------------------------------------------------- DeePMD-kit runs our files
 
@@ -84,7 +60,7 @@ def test_layout_is_deepmd_kits(cases, deepmd_kit, name):
     """Our dict, but for the arrays' values, is what ``deepmd.dpmodel`` serialises for the same model section
     (keys in its order, hyper-parameters, classes, versions, array shapes and dtypes)."""
     case = cases[name]
-    ours = _layout(to_deepmd_dict(case.hyper, case.params, case.stats)["model"])
+    ours = layout(to_deepmd_dict(case.hyper, case.params, case.stats)["model"])
     theirs = json.loads((deepmd_kit.dir(name) / "layout.json").read_text())
     assert json.dumps(ours) == json.dumps(theirs)
 
@@ -96,7 +72,7 @@ def test_deepmd_kits_own_dp_file_of_our_pb(cases, deepmd_kit):
     with pytest.warns(UserWarning, match="zero energy bias"):
         hyper, params, stats = load_deepmd(deepmd_kit.dir(BACK_CASE) / "back.dp")
     assert read_deepmd_file(deepmd_kit.dir(BACK_CASE) / "back.dp")["backend"] == "TensorFlow"
-    _same_model((hyper, params, stats[:2]), (case.hyper, case.params, case.stats[:2]))
+    same_model((hyper, params, stats[:2]), (case.hyper, case.params, case.stats[:2]))
     assert np.any(case.stats.energy_bias)
 
 
@@ -108,7 +84,7 @@ def test_round_trip_is_exact(cases, deepmd_kit, name):
     """model.dp → load_deepmd: the same model bit for bit, and the same predictions."""
     case = cases[name]
     back = load_deepmd(deepmd_kit.dir(name) / "model.dp")
-    _same_model(back, (case.hyper, case.params, case.stats))
+    same_model(back, (case.hyper, case.params, case.stats))
     again = Model(*back).predict(case.coord, case.box, case.atype)
     for key in ("energy", "force", "virial", "atom_energy"):
         assert np.array_equal(np.asarray(getattr(again, key)), getattr(case.ours, key)), key
@@ -116,7 +92,7 @@ def test_round_trip_is_exact(cases, deepmd_kit, name):
 
 def test_yaml_round_trip_is_exact(cases, deepmd_kit):
     case = cases[YAML_CASE]
-    _same_model(load_deepmd(deepmd_kit.dir(YAML_CASE) / "model.yaml"), (case.hyper, case.params, case.stats))
+    same_model(load_deepmd(deepmd_kit.dir(YAML_CASE) / "model.yaml"), (case.hyper, case.params, case.stats))
     text = (deepmd_kit.dir(YAML_CASE) / "model.yaml").read_text()
     assert "'@class': np.ndarray" in text and "dtype: float32" in text
 
