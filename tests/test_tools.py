@@ -384,13 +384,20 @@ def test_neighbor_stat_groups_of_atom_counts_on_two_threads():
         assert st.min_dist_per_system[k] == pytest.approx(want_d, rel=1e-12), k
 
 
-def test_suggested_sel_is_the_trainers_auto_rule():
+def test_suggested_sel_is_deepmd_kits_auto_rule():
+    """``sel: auto:f`` as DeePMD-kit's BaseUpdateSel: n × f truncated, then up to a multiple of 4 (84 → 92, not 96);
+    the trainer resolves it with the same rule."""
+    from deepmd.utils.update_sel import BaseUpdateSel
+
     from jaxmd_dp.train import loop
 
-    for factor in (1.1, 1.0, 1.25):
-        for nmax in ([0, 1, 3, 4, 37, 40, 72], [80], [100, 199]):
-            want = loop.resolve_sel(f"auto:{factor}", np.asarray(nmax), 6.0, log=lambda *a: None)
-            assert gns.suggest_sel(nmax, factor) == list(want)
+    assert gns.suggest_sel([84]) == [92]
+    for factor in (1.1, 1.0, 1.25, 1.5):
+        for nmax in ([1, 3, 4, 10, 37, 40, 72], [80, 84], [100, 199]):
+            want = [BaseUpdateSel.wrap_up_4(None, n * factor) for n in nmax]
+            assert gns.suggest_sel(nmax, factor) == want, (factor, nmax)
+            assert list(loop.resolve_sel(f"auto:{factor}", np.asarray(nmax), 6.0, log=lambda *a: None)) == want
+    assert gns.suggest_sel([0, 5]) == [4, 8]  # a type never seen keeps a section of 4 slots
 
 
 def test_neighbor_stat_bad_input(tmp_path, capsys):

@@ -7,7 +7,7 @@ shortest interatomic distance (``min_nbor_dist``), and the suggested ``sel``.
 
 SYSTEMS: DeePMD-kit npy systems, or directories searched for them. TYPE: the type map (element names; default:
 the systems' ``type_map.raw``, else their type indices). The suggested ``sel`` is the trainer's ``sel: auto``
-rule: ceil(max × 1.1), rounded up to a multiple of 4 (``--sel-factor`` changes 1.1).
+rule, DeePMD-kit's: max × 1.1 truncated, then rounded up to a multiple of 4 (``--sel-factor`` changes 1.1).
 
 ``--mixed-type`` (``--one-type``), for se_atten / se_atten_v2, whose ``sel`` is one number of neighbours of any
 type: every neighbour counts as one type, so ``max_nbor_size`` is the most neighbours of any type one atom has
@@ -69,7 +69,7 @@ def report(st: NeighborStats, factor: float = 1.1) -> list[str]:
     lines += [
         f"min_nbor_dist: {dist}",
         f"max_nbor_size: {[int(m) for m in st.max_nbor_size]}",
-        f"suggested sel: {sel}  (ceil(max × {factor:g}) rounded up to a multiple of 4)",
+        f"suggested sel: {sel}  (max × {factor:g} truncated, rounded up to a multiple of 4)",
     ]
     return lines
 

@@ -1,7 +1,7 @@
 """Neighbour statistics of data sets (DeePMD-kit's ``dp neighbor-stat``): the most neighbours of each type
 any atom has within ``rcut`` (``max_nbor_size``), the shortest interatomic distance (``min_nbor_dist``), per
-system and overall, and the ``sel`` they suggest (:func:`suggest_sel`: ceil(max × factor), rounded up to a
-multiple of 4, the trainer's ``sel: auto`` rule). The trainer's neighbour scan also sums the environment
+system and overall, and the ``sel`` they suggest (:func:`suggest_sel`: max × factor, truncated to an integer and
+rounded up to a multiple of 4, the trainer's ``sel: auto`` rule). The trainer's neighbour scan also sums the environment
 matrices of the frames its statistics sample. The command: :mod:`jaxmd_dp.cli.neighbor_stat`.
 """
 
@@ -44,9 +44,9 @@ class NeighborStats:
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
-    """The trainer's ``sel: auto:<factor>``: ceil(n × factor) rounded up to a multiple of 4 (4 for a type
-    never seen), as ``jaxmd_dp.train.loop.resolve_sel``."""
-    return [int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in np.asarray(max_nbor_size).tolist()]
+    """The trainer's ``sel: auto:<factor>``: n × factor truncated to an integer, then rounded up to a multiple
+    of 4, as DeePMD-kit's ``BaseUpdateSel`` (84 neighbours give 92); 4 for a type never seen (no empty section)."""
+    return [4 * ((int(n * factor) + 3) // 4) if n else 4 for n in np.asarray(max_nbor_size).tolist()]
 
 
 @reduction_jit(static_argnums=(0, 1))

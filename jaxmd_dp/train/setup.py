@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from jaxmd_dp.data.load import load_systems, min_pair_distance
 from jaxmd_dp.data.sampler import DataSampler, resolve_batch_sizes
 from jaxmd_dp.data.system import System
 from jaxmd_dp.errors import InputError
+from jaxmd_dp.geometry.neighbor_stat import suggest_sel
 from jaxmd_dp.geometry.stats import sample_stat_frames, sample_stat_indices
 from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, stats_from_data
 from jaxmd_dp.model.hyper import descriptor_class
@@ -113,12 +113,13 @@ def scan_neighbors(
 def resolve_sel(sel, max_nbor, hyper_rcut: float, log=print) -> tuple[int, ...]:
     """``sel`` as given (one number: one section), or for "auto"/"auto:f" the largest neighbour count per
     section in the data (``max_nbor``, (ntypes,) per type, or (1,) of any type, from the neighbour scan) × f
-    (default 1.1), rounded up to a multiple of 4 — DeePMD-kit's neighbour statistics."""
+    (default 1.1), truncated and rounded up to a multiple of 4 — DeePMD-kit's rule
+    (:func:`~jaxmd_dp.geometry.neighbor_stat.suggest_sel`)."""
     if not isinstance(sel, str):
         return tuple(int(s) for s in np.atleast_1d(sel))  # one number: a list of one section (mixed types)
     factor = float(sel.split(":")[1]) if ":" in sel else 1.1
     nmax = np.asarray(max_nbor)
-    out = tuple(int(4 * math.ceil(math.ceil(n * factor) / 4)) if n else 4 for n in nmax)
+    out = tuple(suggest_sel(nmax, factor))
     log(f"sel {sel!r}: max neighbours per type {nmax.tolist()} within rcut {hyper_rcut} Å → sel {list(out)}")
     return out
 
