@@ -145,7 +145,7 @@ def test_every_stored_key_is_read():
     [
         (("training",), "disp_avg", True, "averaged"),
         (("training",), "enable_compile", True, "torch.compile"),
-        (("training",), "ema_decay", 0.99, "EMA"),
+        (("training",), "stat_file", "stat.hdf5", "statistics"),
         (("training",), "save_dir", "ckpts", "output directory"),
         (("training",), "ckpt_keep_ratio", 0.5, "max_ckpt_keep"),
         (("model",), "data_bias_nsample", 5, "energy bias"),

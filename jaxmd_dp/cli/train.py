@@ -37,7 +37,10 @@ def check_output_dir(out: Path, config: Config, restart, force: bool) -> None:
     if restart is not None:
         return
     tc = config.training
-    old = [n for n in (tc.disp_file, tc.save_ckpt, "out.json") if (out / n).exists()]
+    from jaxmd_dp.train.ema import ema_checkpoint_dir
+
+    names = (tc.disp_file, tc.save_ckpt, str(ema_checkpoint_dir(tc.save_ckpt)), "out.json")
+    old = [n for n in names if (out / n).exists()]
     if old and not force:
         raise InputError(
             f"{out}: already holds a training run ({', '.join(old)}); continue it with "

@@ -68,6 +68,19 @@ def above(check: Callable[[Any], Any], lo: float, strict: bool = True) -> Callab
     return checked
 
 
+def interval(lo: float, hi: float, lo_open: bool = False, hi_open: bool = True) -> Callable[[Any], float]:
+    """A number in [lo, hi) (``lo_open`` / ``hi_open``: which ends are left out)."""
+    text = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+    def checked(v: Any) -> float:
+        x = number(v)
+        if x < lo or x > hi or (lo_open and x == lo) or (hi_open and x == hi):
+            raise Bad(f"must be in {text}, got {show(v)}")
+        return x
+
+    return checked
+
+
 pos_int = above(integer, 0)
 nonneg_int = above(integer, 0, strict=False)
 pos_float = above(number, 0.0)

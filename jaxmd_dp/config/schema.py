@@ -9,7 +9,7 @@ from typing import Any
 from jaxmd_dp.config.checks import instance_of
 from jaxmd_dp.config.fixed import Fixed
 from jaxmd_dp.config.model import ModelConfig
-from jaxmd_dp.config.optimization import LearningRateConfig, LossConfig, OptimizerConfig
+from jaxmd_dp.config.optimization import LearningRateConfig, LossConfig, OptimizerConfig, warmup_steps
 from jaxmd_dp.config.section import Section, entry
 from jaxmd_dp.config.training import TrainingConfig, TrainingDataConfig, ValidationDataConfig
 
@@ -41,6 +41,11 @@ class Config(Section):
     loss: LossConfig = entry(instance_of(LossConfig), factory=LossConfig, section=LossConfig)
     optimizer: OptimizerConfig = entry(instance_of(OptimizerConfig), factory=OptimizerConfig, section=OptimizerConfig)
     training: TrainingConfig = entry(instance_of(TrainingConfig), section=TrainingConfig)
+
+    def _check(self) -> None:
+        lr = self.learning_rate
+        if self.training.numb_steps is not None:  # else known once the data gives numb_epoch's steps
+            warmup_steps(lr.warmup_steps, lr.warmup_ratio, self.training.numb_steps)
 
 
 DATA_SECTIONS = (TrainingDataConfig, ValidationDataConfig)

@@ -13,18 +13,21 @@ from jaxmd_dp.config.checks import (
     choice,
     instance_of,
     integer,
+    interval,
     list_of,
     nonneg_float,
     nonneg_int,
     number,
     optional,
+    pos_float,
     pos_int,
     system_paths,
     table_nodes,
     text,
 )
-from jaxmd_dp.config.fixed import Fixed, not_ours, only, same, unsupported
+from jaxmd_dp.config.fixed import not_ours, only, unsupported
 from jaxmd_dp.config.section import Section, entry, key_error
+from jaxmd_dp.errors import InputError
 
 
 def _check_per_system(path: str, systems: tuple[str, ...] | str, key: str, value: Any) -> None:
@@ -87,15 +90,13 @@ class ValidationDataConfig(_DataSection):
     rglob_patterns: tuple[str, ...] | None = entry(optional(list_of(text, "glob patterns")), None)
 
 
-def _no_gradient_clipping(v: Any) -> bool:
-    return v is None or same(v, 0.0)
-
-
 @dataclass(frozen=True, kw_only=True)
 class TrainingConfig(Section):
     """``training``: data, length, seeds and outputs.
 
-    numb_steps: optimiser steps (>= 0).  seed: data-sampling seed or None.
+    numb_steps: optimiser steps (>= 0); or numb_epoch (> 0, not both): numb_steps = ⌈numb_epoch ·
+    max_i(nbatch_i / p_i)⌉ over the training systems (batches per epoch, drawing probability), as DeePMD-kit.
+    seed: data-sampling seed or None.
     disp_file / disp_freq: learning-curve file and period (steps).  save_ckpt / save_freq / max_ckpt_keep:
     checkpoint prefix, period and how many to keep.  tensorboard*: TensorBoard output.
     disp_training: false shows no training progress (no loss lines, no validation, no lcurve lines), as
@@ -112,6 +113,15 @@ class TrainingConfig(Section):
     whose two slots hold the same s (:mod:`jaxmd_dp.geometry.pair_partner`; same results to rounding);
     applies with type_one_side, DeePMD's per-type statistics, no atom over sel and batches small enough for
     its partner search (else it is off, logged).
+    gradient_max_norm: the gradients scaled down to this global (L2) norm when it is above it, before the
+    optimizer (DeePMD-kit's PyTorch ``clip_grad_norm_``); None or 0: no clipping.
+    enable_ema / ema_decay / ema_ckpt_keep: an exponential moving average of the weights, ema ← ema +
+    (1 − ema_decay)(w − ema) after every step (DeePMD-kit's), kept in the checkpoints (restarts exactly)
+    and saved as weights alone in ``<save_ckpt stem>_ema<suffix>`` (``model_ema.ckpt``; ema_ckpt_keep of
+    them, None: max_ckpt_keep), the directory test and freeze read for the averaged model.
+    keep_best (jaxmd_dp): keep the checkpoint of the lowest validation loss in ``<save_ckpt>/best``.
+    early_stop (jaxmd_dp): stop when that many learning-curve lines in a row bring no lower validation
+    loss (0: off). Both judge the validation loss computed with the prefactors of the run's last step.
     embedding_table (jaxmd_dp): 0 (default) runs the embedding nets on every pair; N from 16 to 1024 trains
     with them tabulated on N nodes per step (DeePMD-kit's model compression, used while training; quintic
     interpolation; the trained model is exact; :mod:`jaxmd_dp.model.fast.embed_table`). 64 is a good value:
@@ -133,10 +143,7 @@ class TrainingConfig(Section):
                 "numb_step": "numb_steps", "num_epochs": "numb_epoch", "num_epoch": "numb_epoch",
                 "numb_epochs": "numb_epoch"}  # fmt: skip
     _fixed = {
-        "numb_epoch": Fixed(lambda v: v is None, "not supported (give training.numb_steps instead)"),
-        "enable_ema": only(False),
         "acc_freq": only(1),
-        "gradient_max_norm": Fixed(_no_gradient_clipping, "gradient clipping is not supported (only null or 0)"),
         "mixed_precision": unsupported("mixed_precision (use model precision keys)"),
         "profiling": not_ours(False, "profiling (a PyTorch Chrome trace; training.enable_profiler writes a jax one)"),
         "profiling_file": not_ours("timeline.json", "profiling_file (the PyTorch Chrome trace of profiling)"),
@@ -144,8 +151,6 @@ class TrainingConfig(Section):
         "stat_file_mode": not_ours("update", "stat_file_mode (statistics saved to and read from a file)"),
         "save_dir": not_ours(None, "save_dir (checkpoints go into the output directory)"),
         "ckpt_keep_ratio": not_ours(None, "ckpt_keep_ratio (use training.max_ckpt_keep)"),
-        "ema_decay": not_ours(0.999, "ema_decay (EMA weights)"),
-        "ema_ckpt_keep": not_ours(None, "ema_ckpt_keep (EMA weights)"),
         "disp_avg": not_ours(False, "disp_avg (the training loss averaged over disp_freq steps)"),
         "zero_stage": not_ours(0, "zero_stage (ZeRO/FSDP sharding)"),
         "neighbor_graph_method": not_ours("auto", "neighbor_graph_method (DeePMD-kit's neighbour graphs)"),
@@ -162,7 +167,8 @@ class TrainingConfig(Section):
     validation_data: ValidationDataConfig | None = entry(
         optional(instance_of(ValidationDataConfig)), None, section=ValidationDataConfig, nullable=True
     )
-    numb_steps: int = entry(nonneg_int)
+    numb_steps: int | None = entry(optional(nonneg_int), None)
+    numb_epoch: float | None = entry(optional(pos_float), None)
     seed: int | None = entry(optional(integer), None)
     disp_file: str = entry(text, "lcurve.out")
     disp_freq: int = entry(pos_int, 1000)
@@ -183,3 +189,18 @@ class TrainingConfig(Section):
     embedding_table: int = entry(table_nodes, 0)
     neighbor_cache_mb: int = entry(nonneg_int, 2048)
     merge_batches: bool = entry(boolean, True)
+    gradient_max_norm: float | None = entry(optional(nonneg_float), None)
+    enable_ema: bool = entry(boolean, False)
+    ema_decay: float = entry(interval(0.0, 1.0), 0.999)
+    ema_ckpt_keep: int | None = entry(optional(pos_int), None)
+    keep_best: bool = entry(boolean, False)
+    early_stop: int = entry(nonneg_int, 0)
+
+    def _check(self) -> None:
+        if self.numb_steps is not None and self.numb_epoch is not None:
+            raise key_error("training.numb_epoch", "give numb_steps or numb_epoch, not both")
+        if self.numb_steps is None and self.numb_epoch is None:
+            raise InputError("config key 'training.numb_steps' is required but missing (or give training.numb_epoch)")
+        for key in ("keep_best", "early_stop"):
+            if getattr(self, key) and (self.validation_data is None or not self.disp_training):
+                raise key_error(f"training.{key}", "needs validation (training.validation_data and disp_training)")

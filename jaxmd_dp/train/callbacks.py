@@ -20,13 +20,19 @@ The hooks (each optional; ``trainer``: the running Trainer):
 - ``on_train_end(trainer)``: ``fit`` ends, normally or by an exception (each callback whose
   ``on_train_begin`` ran).
 
+A callback may end the run after the current step with ``trainer.request_stop(reason)`` (a checkpoint of
+the step is saved); ``state_dict()`` (JSON-able, or None) is kept in every checkpoint and given back to
+``load_state_dict`` when a run restarts from it; ``summary()`` adds to the dict ``fit`` returns.
+
 The trainer's own callbacks (:func:`default_callbacks`: checkpoints, the sel check, lcurve.out, the log
-lines, TensorBoard, the profiler, the progress bar) run first, in that order, then the user's. The NaN
-guard and stop signals are the loop's own checks (:mod:`jaxmd_dp.train.guards` says why).
+lines, the best checkpoint, the early stop, TensorBoard, the profiler, the progress bar) run first, in
+that order, then the user's. The NaN guard and stop signals are the loop's own checks
+(:mod:`jaxmd_dp.train.guards` says why).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +48,9 @@ class Window(NamedTuple):
     """One learning-curve line: ``step``; ``train`` and ``valid`` metrics as written to lcurve.out
     ({"rmse": ..., "rmse_e": eV/atom, "rmse_f": eV/Å, "rmse_v": eV/atom}; ``valid`` None without validation
     data or off rank 0); ``lr``: the step's learning rate; ``wall_s``: seconds since the last line;
-    ``eta_s``: seconds left at the steady rate (0 before it is known)."""
+    ``eta_s``: seconds left at the steady rate (0 before it is known); ``valid_loss``: with
+    ``training.keep_best`` or ``early_stop``, the validation loss with the prefactors of the run's last
+    step, which they judge (else None)."""
 
     step: int
     train: dict
@@ -50,6 +58,7 @@ class Window(NamedTuple):
     lr: float
     wall_s: float
     eta_s: float
+    valid_loss: float | None = None
 
 
 def is_window(step: int, total: int, disp_freq: int) -> bool:
@@ -79,6 +88,15 @@ class Callback:
 
     def on_train_end(self, trainer) -> None:
         pass
+
+    def state_dict(self) -> dict | None:
+        return None
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def summary(self) -> dict:
+        return {}
 
 
 class Checkpoints(Callback):
@@ -171,6 +189,81 @@ class LogLines(Callback):
             trainer.log(
                 f"batch {w.step:7d}: total wall time = {w.wall_s:.3f} s, lr = {w.lr:.2e}, eta = {_hms(w.eta_s)}"
             )
+
+
+class _BestLoss(Callback):
+    """The lowest finite validation loss seen (``Window.valid_loss``, rank 0's) and its step, kept in the
+    checkpoints."""
+
+    def __init__(self):
+        self.best_step: int | None = None
+        self.best_loss: float | None = None
+
+    def improved(self, w: Window) -> bool:
+        """Whether ``w`` brings a lower validation loss (then it is the best)."""
+        loss = w.valid_loss
+        if loss is None or not math.isfinite(loss) or (self.best_loss is not None and loss >= self.best_loss):
+            return False
+        self.best_step, self.best_loss = w.step, loss
+        return True
+
+    def state_dict(self):
+        return {"best_step": self.best_step, "best_loss": self.best_loss}
+
+    def load_state_dict(self, state):
+        self.best_step, self.best_loss = state["best_step"], state["best_loss"]
+
+
+class KeepBest(_BestLoss):
+    """``training.keep_best``: the checkpoint of the lowest validation loss, saved at its learning-curve
+    line in ``<save_ckpt>/best`` (one checkpoint, replaced by each better one). [data parallel] Rank 0
+    judges; every process takes part in the save."""
+
+    def on_train_begin(self, trainer, start, total):
+        self.directory = trainer.best_checkpointer.directory if trainer.best_checkpointer else None
+
+    def on_window(self, trainer, w):
+        if trainer.workers.broadcast(self.improved(w)):
+            trainer.checkpoint(best=True)
+
+    def summary(self):
+        if self.best_step is None or self.directory is None:
+            return {}
+        path = f"{self.directory}/{self.best_step}"
+        return {"best": {"step": self.best_step, "valid_loss": self.best_loss, "checkpoint": path}}
+
+
+class EarlyStop(_BestLoss):
+    """``training.early_stop``: ends the run once ``patience`` learning-curve lines in a row bring no lower
+    validation loss. [data parallel] Rank 0 judges, every process stops."""
+
+    def __init__(self, patience: int):
+        super().__init__()
+        self.patience = patience
+        self.since = 0  # lines since the best
+        self.stopped_at: int | None = None
+
+    def on_window(self, trainer, w):
+        stop = False
+        if w.valid is not None:
+            self.since = 0 if self.improved(w) else self.since + 1
+            stop = self.since >= self.patience
+        if trainer.workers.broadcast(stop):
+            self.stopped_at = w.step
+            trainer.request_stop("early stop")
+
+    def state_dict(self):
+        return {**super().state_dict(), "since": self.since}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.since = state["since"]
+
+    def summary(self):
+        if self.stopped_at is None:
+            return {}
+        best = {"best_step": self.best_step, "best_loss": self.best_loss}
+        return {"stopped_early": {"step": self.stopped_at, "patience": self.patience, **best}}
 
 
 class TensorBoard(Callback):
@@ -290,6 +383,10 @@ def default_callbacks(config, output_dir: str | Path, writer: bool, profile: str
     if writer:
         cbs.append(Lcurve(out / tc.disp_file))
     cbs.append(LogLines())
+    if tc.keep_best:
+        cbs.append(KeepBest())
+    if tc.early_stop:
+        cbs.append(EarlyStop(tc.early_stop))
     if writer:
         if tc.tensorboard:
             cbs.append(TensorBoard(out / tc.tensorboard_log_dir, tc.tensorboard_freq))

@@ -92,27 +92,52 @@ class Checkpointer:
 
 def state_tree(state: TrainState, stats: Stats) -> dict:
     """What a checkpoint holds: the training state, the optimizer's small weights unpacked (the layout of
-    every jaxmd_dp version's checkpoints), and the statistics."""
+    every jaxmd_dp version's checkpoints), the weights' moving average when there is one, and the
+    statistics."""
     from jaxmd_dp.train.small_leaves import unpack_state  # the training step's modules: only when training
 
     opt_state = unpack_state(jax.tree_util.tree_map(np.asarray, state.opt_state), state.params)
-    return {**state._replace(opt_state=opt_state)._asdict(), "stats": stats._asdict()}
+    tree = {**state._replace(opt_state=opt_state)._asdict(), "stats": stats._asdict()}
+    if tree["ema"] is None:
+        del tree["ema"]
+    return tree
 
 
-def restore_state(ckpt: Checkpointer, step: int, hyper: ModelHyper, optimizer) -> tuple[TrainState, Stats]:
-    """The training state and statistics of checkpoint ``step``, on the device, for ``optimizer``."""
+def weights_tree(step: int, params, stats: Stats) -> dict:
+    """A checkpoint of weights alone (the EMA checkpoints): what ``test`` and ``freeze`` read."""
+    return {"step": np.asarray(step), "params": params, "stats": stats._asdict()}
+
+
+def restore_state(
+    ckpt: Checkpointer, meta: dict, hyper: ModelHyper, optimizer, ema: bool = False
+) -> tuple[TrainState, Stats]:
+    """The training state and statistics of the checkpoint whose ``meta`` is given, on the device, for
+    ``optimizer``; ``ema``: with the weights' moving average, the checkpoint's (a copy of its weights if it
+    has none)."""
     from jaxmd_dp.train.small_leaves import pack_state, unpack_state
     from jaxmd_dp.train.step import TrainState, host_state
 
+    if meta.get("weights_only"):
+        raise InputError(
+            f"{ckpt.directory}: holds the weights' moving average alone, no training state to continue from "
+            "(start a new training from it with --init-model)"
+        )
+    saved_ema = bool(meta.get("ema"))
     # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
     shapes = param_shapes(hyper)
-    start = host_state(shapes, optimizer)
+    start = host_state(shapes, optimizer, saved_ema)
     target = {
         **start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
         "stats": default_stats(hyper)._asdict(),
     }
-    tree, _ = ckpt.restore(step, target=target)
+    if not saved_ema:
+        del target["ema"]
+    tree, _ = ckpt.restore(int(meta["step"]), target=target)
     tree["opt_state"] = pack_state(tree["opt_state"], start.opt_state)
+    if not ema:
+        tree.pop("ema", None)
+    elif "ema" not in tree:
+        tree["ema"] = jax.tree_util.tree_map(np.array, tree["params"])
     tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
     stats = Stats(**tree.pop("stats"))
     return TrainState(**tree), stats

@@ -15,6 +15,7 @@ and orbax checkpoints.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import sys
 import time
@@ -33,20 +34,23 @@ from jaxmd_dp.model.trained import Model
 from jaxmd_dp.train import finetune as finetuning
 from jaxmd_dp.train import setup
 from jaxmd_dp.train.callbacks import Callback, Window, default_callbacks, is_window, train_metrics
-from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, restore_state, state_tree
+from jaxmd_dp.train.checkpoint import Checkpointer, checkpoint_steps, restore_state, state_tree, weights_tree
+from jaxmd_dp.train.ema import ema_checkpoint_dir
 from jaxmd_dp.train.guards import NanGuard, StopSignals, TrainingDiverged
 from jaxmd_dp.train.layouts import box_fits, plan_layouts
 from jaxmd_dp.train.loss import LossPrefs
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.prefetch import BatchesAhead
-from jaxmd_dp.train.schedule import exp_decay, worker_scale
+from jaxmd_dp.train.schedule import epoch_steps, make_schedule, worker_scale
 from jaxmd_dp.train.setup import resolve_sel
 from jaxmd_dp.train.step import BatchLayout, device_batch, init_state, make_eval_step, make_optimizer
-from jaxmd_dp.train.summary import format_cost, format_summary, param_counts, step_cost
+from jaxmd_dp.train.summary import format_cost, format_outcome, format_summary, param_counts, step_cost
 from jaxmd_dp.version import __version__
 
 __all__ = ["Trainer", "TrainingDiverged", "resolve_sel", "run_info", "train_and_evaluate"]
+
+BEST = "best"  # the best checkpoint's directory inside the checkpoint directory (training.keep_best)
 
 
 class Trainer:
@@ -132,6 +136,11 @@ class Trainer:
             config, self.train_systems, self.valid_systems, self.seed, self.workers
         )
         self.train_data = self.batches.samplers[0]  # this process's first worker
+        if tc.numb_steps is None:  # numb_epoch: DeePMD-kit's steps of that many epochs of the training data
+            steps = epoch_steps(tc.numb_epoch, self.train_data.nbatches, self.train_data.probs)
+            self.log(f"numb_steps = {steps} from numb_epoch = {tc.numb_epoch:g}")
+            tc = dataclasses.replace(tc, numb_steps=steps, numb_epoch=None)
+            self.config = config = dataclasses.replace(config, training=tc)
         draws = tc.numb_steps * max(self.train_data.batch_sizes) * len(self.batches.samplers)  # list slots
         self.neighbor_cache = NeighborCache(self.train_systems, self.hyper.ntypes, tc.neighbor_cache_mb, draws)
         self.log(self.train_data.summary_table("training"))
@@ -141,27 +150,36 @@ class Trainer:
         # the optimisation: schedule, optimizer, loss, the jitted steps
         lr = config.learning_rate
         self.start_lr = lr.start_lr
-        self.schedule = exp_decay(
-            lr.start_lr,
-            lr.stop_lr,
-            lr.decay_steps,
-            tc.numb_steps,
-            lr.decay_rate,
-            scale=worker_scale(lr.scale_by_worker, self.workers.size),
-        )
+        self.schedule = make_schedule(lr, tc.numb_steps, worker_scale(lr.scale_by_worker, self.workers.size))
         opt = config.optimizer
-        self.optimizer = make_optimizer(self.schedule, opt.adam_beta1, opt.adam_beta2, opt.weight_decay, opt.adam_form)
+        self.optimizer = make_optimizer(
+            self.schedule,
+            opt.adam_beta1,
+            opt.adam_beta2,
+            opt.weight_decay,
+            opt.adam_form,
+            opt.type,
+            tc.gradient_max_norm or None,
+        )
         ls = config.loss
         self.prefs = LossPrefs(
             ls.start_pref_e, ls.limit_pref_e, ls.start_pref_f, ls.limit_pref_f, ls.start_pref_v, ls.limit_pref_v
         )
-        self.train_step = self.workers.make_train_step(self.hyper, self.prefs, self.schedule, self.optimizer)
-        self.eval_step = make_eval_step(self.hyper, self.prefs, self.schedule.start_lr, self.eval_batches())
+        ema_decay = tc.ema_decay if tc.enable_ema else None
+        self.train_step = self.workers.make_train_step(
+            self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay=ema_decay
+        )
+        # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
+        self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
+        self.eval_step = make_eval_step(
+            self.hyper, self.prefs, self.schedule.start_lr, self.eval_batches(), self.end_lr
+        )
         self._valid_ahead: concurrent.futures.Future | None = None  # the first validation batch, compiled ahead
 
         # 5. parameters, statistics, optimizer state
+        self._restored_callbacks = (ckpt_meta or {}).get("callbacks", {})  # their states, loaded by fit
         if ckpt_meta is not None:
-            self.state, self.stats = restore_state(restart_ckpt, ckpt_meta["step"], self.hyper, self.optimizer)
+            self.state, self.stats = restore_state(restart_ckpt, ckpt_meta, self.hyper, self.optimizer, tc.enable_ema)
             setup.restore_samplers(ckpt_meta, self.batches, self.valid_data, self.workers, self.seed, self.log)
             self.log(f"restarted from {restart} at step {int(self.state.step)}")
         else:
@@ -184,7 +202,7 @@ class Trainer:
                 params = setup.fresh_params(config, self.hyper, self.seed)
             params = jax.device_put(params)  # host weights: device_put compiles nothing (jnp.asarray would)
             self.stats = Stats(*(jax.device_put(s) for s in stats))  # device_put: no compile per shape
-            self.state = init_state(params, self.optimizer)
+            self.state = init_state(params, self.optimizer, tc.enable_ema)
 
         # 6. the steps' layouts, once the statistics are known, and the validation frames' cache
         self.layouts, self.merged, self._uniform, self._share = plan_layouts(
@@ -210,21 +228,28 @@ class Trainer:
         if writer or self.workers.log_mode != "master":
             self.log(self.model_summary())
         self.startup_s = time.perf_counter() - t0
-        self.checkpointer = None
+        self.checkpointer = self.ema_checkpointer = self.best_checkpointer = None
         self.lcurve_path = self.out / tc.disp_file
+        self.stop_reason: str | None = None  # set by request_stop: the run ends after this step
 
     # ------------------------------------------------------------------ training
     def fit(self, numb_steps: int | None = None) -> dict:
         """Train until step ``numb_steps`` (default: the config's). Returns a timing summary dict.
 
         SIGTERM, SIGINT and SIGHUP save a checkpoint at the current step and return early
-        (``summary["stopped_by"]``). A non-finite loss or gradient stops training with
+        (``summary["stopped_by"]``); so does a callback's :meth:`request_stop` (``training.early_stop``;
+        ``summary["stopped_early"]``). A non-finite loss or gradient stops training with
         :class:`TrainingDiverged`, without saving; the last checkpoint is the last good state.
         """
         tc = self.config.training
         total = tc.numb_steps if numb_steps is None else numb_steps
         start = step = int(self.state.step)
         self._open_outputs(start)
+        self._load_callback_states()
+        self.stop_reason = None
+        # with a callback that may save (keep_best) or stop (early_stop) at a learning-curve line, the next
+        # batch is drawn after it, so that the sampler states saved then are those of the step
+        exact_windows = tc.keep_best or tc.early_stop > 0
         guard, signals = NanGuard(), StopSignals()
         stopping = None  # the signal all processes agreed to stop on
         ahead = BatchesAhead(self.prepare)
@@ -236,7 +261,7 @@ class Trainer:
             for cb in self.callbacks:
                 cb.on_train_begin(self, start, total)
                 begun.append(cb)
-            while step < total and not stopping:
+            while step < total and not stopping and self.stop_reason is None:
                 if pending is None:  # [data parallel] this process's workers' batches
                     pending = ahead.submit(self.batches.next())
                 batch, arrays, layout = pending.result()  # lists built once per frame, not in every step
@@ -252,8 +277,9 @@ class Trainer:
                 window = is_window(step, total, tc.disp_freq)
                 save = step % tc.save_freq == 0 or step == total
                 stopping = signals.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, window or save)
-                if step < total and not (save or stopping):  # else drawn after the checkpoint's sampler state
-                    pending = ahead.submit(self.batches.next())  # prepared while this step runs
+                if step < total and not (save or stopping or (window and exact_windows)):
+                    pending = ahead.submit(self.batches.next())  # prepared while this step runs; else drawn
+                    # after the checkpoint's sampler state
                 if step == start + 1:  # the first call compiles the step
                     self._report_first_step(t_window, batch, arrays, layout)
                 for cb in self.callbacks:
@@ -265,7 +291,7 @@ class Trainer:
                     for cb in self.callbacks:
                         cb.on_window(self, w)
                     t_window, last_window = time.perf_counter(), step
-                if save or stopping:
+                if save or stopping or self.stop_reason is not None:
                     for cb in self.callbacks:
                         cb.on_checkpoint(self, step)
         finally:
@@ -278,11 +304,28 @@ class Trainer:
         if stopping:
             self.log(f"received {stopping}: saved step {step} and stopped; continue with --restart {self.out}")
             summary["stopped_by"] = stopping
+        for cb in self.callbacks:
+            summary.update(cb.summary())
+        for line in format_outcome(summary):
+            self.log(line)
         return summary
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current step, with a checkpoint of it (a callback's call, e.g.
+        :class:`~jaxmd_dp.train.callbacks.EarlyStop`). [data parallel] Every process must ask alike."""
+        self.stop_reason = reason
+
+    def _load_callback_states(self) -> None:
+        """A restarted run's callbacks continue from their states in its checkpoint (once)."""
+        states, self._restored_callbacks = self._restored_callbacks, {}
+        for cb in self.callbacks:
+            if type(cb).__name__ in states:
+                cb.load_state_dict(states[type(cb).__name__])
 
     def _open_outputs(self, start: int) -> None:
         """Before a fit: a run from step 0 refuses another run's directory; rank 0 writes out.json and
-        run_info.json and opens the checkpoint directory."""
+        run_info.json and opens the checkpoint directories (with ``enable_ema`` the EMA weights', with
+        ``keep_best`` the best one's)."""
         if start == 0:
             self._check_fresh_output()
         if self.workers.is_writer:
@@ -290,6 +333,11 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             self.write_out_json()
             self.checkpointer = self.checkpointer or Checkpointer(self.out / tc.save_ckpt, tc.max_ckpt_keep)
+            if tc.enable_ema and self.ema_checkpointer is None:
+                keep = tc.ema_ckpt_keep or tc.max_ckpt_keep
+                self.ema_checkpointer = Checkpointer(self.out / ema_checkpoint_dir(tc.save_ckpt), keep)
+            if tc.keep_best and self.best_checkpointer is None:
+                self.best_checkpointer = Checkpointer(self.out / tc.save_ckpt / BEST, 1)
 
     def _window(self, step: int, total: int, metrics: dict, windows: list, steps: int, t_window: float) -> Window:
         """The learning-curve numbers of ``step``: the step's training metrics, [data parallel] rank 0's
@@ -298,10 +346,11 @@ class Trainer:
         lr = float(metrics["lr"])
         shown = self.workers.is_writer and self.config.training.disp_training
         valid = self.validate(self.state.params, lr) if shown else None
+        valid_loss = valid.pop("loss_end", None) if valid else None
         now = time.perf_counter()
         windows.append((steps, now - t_window))
         per = _steady_rate(windows)
-        return Window(step, train, valid, lr, now - t_window, (total - step) * per if per else 0.0)
+        return Window(step, train, valid, lr, now - t_window, (total - step) * per if per else 0.0, valid_loss)
 
     def _report_first_step(self, t0: float, batch: dict, arrays: dict, layout: BatchLayout) -> None:
         """The first step's time (with its compilation; ``t0``: when it started) and XLA's FLOPs estimate."""
@@ -365,12 +414,13 @@ class Trainer:
         return layout
 
     # ------------------------------------------------------------------ checkpoints and outputs
-    def checkpoint(self, replace: bool = False) -> None:
-        """Save the state at its step (``replace``: over a checkpoint of that step). [data parallel]
-        Collective: every process's sampler states are gathered, rank 0 writes."""
+    def checkpoint(self, best: bool = False, replace: bool = False) -> None:
+        """Save the state at its step (``best``: as the best one, ``<save_ckpt>/best``; ``replace``: over a
+        checkpoint of that step). [data parallel] Collective: every process's sampler states are gathered,
+        rank 0 writes."""
         self._sampler_states = self.batches.gather_state(self.workers)
         if self.workers.is_writer:
-            self.save_checkpoint(replace)
+            self.save_checkpoint(best, replace)
 
     def change_bias_after_training(self) -> None:
         """``training.change_bias_after_training``: the energy bias changed on the statistics' frames of the
@@ -392,17 +442,26 @@ class Trainer:
         self.stats = Stats(*(jax.device_put(s) for s in stats))
         self.checkpoint(replace=True)
 
-    def save_checkpoint(self, replace: bool = False) -> None:
+    def save_checkpoint(self, best: bool = False, replace: bool = False) -> None:
+        """Rank 0: the state in the checkpoint directory and, with ``enable_ema``, the moving average in the
+        EMA one; ``best``: the state alone, in the best checkpoint's directory; ``replace``: over checkpoints
+        of that step."""
         step = int(self.state.step)
-        try:
-            self.checkpointer.save(step, state_tree(self.state, self.stats), self._meta(), replace)
-        except OSError as e:
-            last = self.checkpointer.latest_step()
-            raise InputError(
-                f"{self.checkpointer.directory}: cannot save checkpoint {step} ({e.strerror or e}); "
-                f"the last complete checkpoint is {last}"
-            ) from None
-        self.log(f"saved checkpoint {self.checkpointer.directory}/{step}")
+        meta = self._meta()
+        saves = [(self.best_checkpointer if best else self.checkpointer, state_tree(self.state, self.stats), meta)]
+        if not best and self.state.ema is not None:
+            ema = jax.tree_util.tree_map(np.asarray, self.state.ema)
+            saves.append((self.ema_checkpointer, weights_tree(step, ema, self.stats), {**meta, "weights_only": True}))
+        for ckpt, tree, m in saves:
+            try:
+                ckpt.save(step, tree, m, replace)
+            except OSError as e:
+                last = ckpt.latest_step()
+                raise InputError(
+                    f"{ckpt.directory}: cannot save checkpoint {step} ({e.strerror or e}); "
+                    f"the last complete checkpoint is {last}"
+                ) from None
+            self.log(f"saved checkpoint {ckpt.directory}/{step}")
 
     def _meta(self) -> dict:
         return {
@@ -422,6 +481,8 @@ class Trainer:
             ),
             "valid_sampler": self.valid_data.state_dict() if self.valid_data else None,
             "workers": self.workers.size,
+            "ema": self.state.ema is not None,
+            "callbacks": {type(cb).__name__: st for cb in self.callbacks if (st := cb.state_dict()) is not None},
             "jaxmd_dp": __version__,
             "jax": jax.__version__,
         }

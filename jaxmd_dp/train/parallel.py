@@ -131,8 +131,9 @@ class Workers:
         return [jax.config.jax_default_device or jax.local_devices()[0]]
 
     # ------------------------------------------------------------------ the step
-    def make_train_step(self, hyper, prefs, schedule, optimizer) -> Callable:
-        """``train_step(state, stats, batch, layout) -> (state, metrics)`` for these workers.
+    def make_train_step(self, hyper, prefs, schedule, optimizer, ema_decay: float | None = None) -> Callable:
+        """``train_step(state, stats, batch, layout) -> (state, metrics)`` for these workers (``ema_decay``:
+        with the weights' moving average, :func:`jaxmd_dp.train.step.make_train_step`).
 
         ``batch``: this process's batch, from :meth:`WorkerBatches.next` (arrays with a leading worker
         axis when the process drives several workers). The metrics are those of this process's first
@@ -142,8 +143,8 @@ class Workers:
         from jaxmd_dp.train.step import make_train_step
 
         if self.mesh is None:
-            return make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=self.grad_reduce)
-        return mesh_train_step(hyper, prefs, schedule, optimizer, self.mesh)
+            return make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=self.grad_reduce, ema_decay=ema_decay)
+        return mesh_train_step(hyper, prefs, schedule, optimizer, self.mesh, ema_decay)
 
     def batches(self, make_sampler: Callable[[int], Any], group_seed: int) -> WorkerBatches:
         """This process's batch source; ``make_sampler(w)`` builds global worker w's sampler (seed it
@@ -187,7 +188,7 @@ def _pmean_workers(tree):
 
 
 @functools.lru_cache(maxsize=16)
-def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
+def mesh_train_step(hyper, prefs, schedule, optimizer, mesh, ema_decay=None):
     """The train step of :func:`jaxmd_dp.train.step.make_train_step`, run by every worker of ``mesh`` on
     its own slice of the batch (``shard_map``), gradients averaged over the mesh with ``lax.pmean``.
 
@@ -196,7 +197,7 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh):
     """
     from jaxmd_dp.train.step import device_batch, make_train_step, train_compiler_options
 
-    inner = make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=_pmean_workers)
+    inner = make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=_pmean_workers, ema_decay=ema_decay)
 
     def per_worker(layout, state, stats, batch):
         new_state, metrics = inner(state, stats, jax.tree_util.tree_map(lambda x: x[0], batch), layout)

@@ -22,8 +22,9 @@ from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
 from jaxmd_dp.model.plan import ExecutionPlan
 from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.runtime.inline_trace import inline_trace
+from jaxmd_dp.train.ema import ema_update
 from jaxmd_dp.train.loss import LossPrefs, energy_loss
-from jaxmd_dp.train.schedule import ExpDecay
+from jaxmd_dp.train.schedule import Schedule
 from jaxmd_dp.train.small_leaves import pack, pack_small_leaves
 
 FRAME_KEYS = ("coord", "box", "atype", "energy", "force", "virial")  # a batch's frames and their labels
@@ -63,12 +64,15 @@ class TrainState(NamedTuple):
     """step: () int, steps taken so far; params: Flax weights; opt_state: optax state;
     first_bad: () int, index of the first step whose loss or gradient was not finite (−1: none). From
     that step on no update is applied, so ``params`` stay the last good ones (the NaN guard); ``opt_state``
-    may hold NaN from then on and is never saved (the loop stops with ``TrainingDiverged`` first)."""
+    may hold NaN from then on and is never saved (the loop stops with ``TrainingDiverged`` first).
+    ema: the weights' moving average (:mod:`jaxmd_dp.train.ema`), shaped as ``params``; None without
+    ``training.enable_ema`` (no leaves: the step's program is the one without it)."""
 
     step: jax.Array
     params: dict
     opt_state: optax.OptState
     first_bad: jax.Array
+    ema: dict | None = None
 
 
 def _zeros(shapes):
@@ -76,21 +80,24 @@ def _zeros(shapes):
     return jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
 
 
-def host_state(params, optimizer) -> TrainState:
+def host_state(params, optimizer, ema: bool = False) -> TrainState:
     """Step 0 and the optimizer's initial state on the host (numpy), without computing anything: the
     state's shapes from ``jax.eval_shape(optimizer.init)``, filled with zeros (the optimizers of
     :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: host arrays, kept as
     they are; or shapes (``jax.ShapeDtypeStruct``, e.g. ``param_shapes``), whose weights are then zeros too
-    (a restore target)."""
+    (a restore target). ``ema``: with the weights' moving average, a copy of the weights."""
     if all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(params)):
         params = _zeros(params)
-    return TrainState(np.asarray(0), params, _zeros(jax.eval_shape(optimizer.init, params)), np.asarray(-1))
+    average = jax.tree_util.tree_map(np.array, params) if ema else None
+    opt_state = _zeros(jax.eval_shape(optimizer.init, params))
+    return TrainState(np.asarray(0), params, opt_state, np.asarray(-1), average)
 
 
-def init_state(params, optimizer) -> TrainState:
+def init_state(params, optimizer, ema: bool = False) -> TrainState:
     """Step 0 and the optimizer's initial state, put on the device with no compile (a jitted
-    ``optimizer.init`` was a compile in every cold start, an eager one a compile per zeros shape)."""
-    return jax.device_put(host_state(params, optimizer))
+    ``optimizer.init`` was a compile in every cold start, an eager one a compile per zeros shape).
+    ``params``: host arrays; ``ema``: with the weights' moving average."""
+    return jax.device_put(host_state(params, optimizer, ema))
 
 
 def scale_by_adam_tf(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> optax.GradientTransformation:
@@ -121,23 +128,39 @@ def scale_by_adam_tf(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> o
 
 
 ADAM_FORMS = ("pytorch", "tensorflow")
+OPTIMIZERS = ("Adam", "AdamW")
 
 
 @functools.lru_cache(maxsize=16)
 def make_optimizer(
-    schedule: ExpDecay, b1: float = 0.9, b2: float = 0.999, weight_decay: float = 0.0, form: str = "pytorch"
+    schedule: Schedule,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    weight_decay: float = 0.0,
+    form: str = "pytorch",
+    kind: str = "Adam",
+    max_norm: float | None = None,
 ):
-    """Adam (ε = 1e-8) with the learning-rate schedule. ``form``: "pytorch" (``optax.scale_by_adam``, as
-    DeePMD-kit's PyTorch and JAX backends) or "tensorflow" (:func:`scale_by_adam_tf`, as its TensorFlow
-    backend). ``weight_decay`` adds an L2 term to the gradient before Adam, as DeePMD-kit's PyTorch Adam does.
+    """Adam or AdamW (ε = 1e-8) with the learning-rate schedule, as an optax chain. ``form``: "pytorch"
+    (``optax.scale_by_adam``, as DeePMD-kit's PyTorch and JAX backends) or "tensorflow"
+    (:func:`scale_by_adam_tf`, as its TensorFlow backend). ``weight_decay``: with Adam an L2 term added to
+    the gradient before Adam, as DeePMD-kit's PyTorch Adam does; with AdamW decoupled, −lr · weight_decay · w
+    added to the update (``optax.adamw``, PyTorch's AdamW). ``max_norm`` (None or 0: off): the gradients
+    first scaled down to this global norm (``optax.clip_by_global_norm``, inside the packing: the norm sums
+    the squares in another order, the same to rounding; DeePMD-kit's ``clip_grad_norm_`` differs by its 1e-6
+    added to the norm). A transform that is off is not in the chain.
     The small weights are packed into one array per dtype (:func:`jaxmd_dp.train.small_leaves.pack_small_leaves`:
     fewer kernels to compile in the training step); checkpoints keep the per-weight layout
     (:func:`~jaxmd_dp.train.small_leaves.unpack_state`)."""
     if form not in ADAM_FORMS:
         raise ValueError(f"Adam form {form!r}: expected one of {ADAM_FORMS}")
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"optimizer {kind!r}: expected one of {OPTIMIZERS}")
     adam = optax.scale_by_adam(b1=b1, b2=b2, eps=1e-8) if form == "pytorch" else scale_by_adam_tf(b1, b2, 1e-8)
-    parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
-    return pack_small_leaves(optax.chain(*parts, adam, optax.scale_by_learning_rate(schedule)))
+    decay = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
+    parts = [optax.clip_by_global_norm(max_norm)] if max_norm else []
+    parts += [*decay, adam] if kind == "Adam" else [adam, *decay]
+    return pack_small_leaves(optax.chain(*parts, optax.scale_by_learning_rate(schedule)))
 
 
 def device_batch(batch: dict) -> dict:
@@ -168,9 +191,18 @@ def take_rows(batch: dict) -> dict:
 
 
 def batch_loss(
-    hyper: ModelHyper, prefs: LossPrefs, start_lr: float, layout: BatchLayout, params, stats: Stats, batch: dict, lr
+    hyper: ModelHyper,
+    prefs: LossPrefs,
+    start_lr: float,
+    layout: BatchLayout,
+    params,
+    stats: Stats,
+    batch: dict,
+    lr,
+    end_lr: float | None = None,
 ):
-    """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks.
+    """(loss, metrics) of one batch; metrics also hold ``nneigh_max`` (ntypes,) for sel-overflow checks,
+    and with ``end_lr`` ``loss_end``, the loss with the prefactors of that learning rate (the run's last).
 
     The neighbour lists are built here unless the batch carries them (``nl_idx`` (nb, natoms, nnei) int,
     ``nl_shift`` (nb, natoms, nnei, 3) int cell vectors, ``nl_nmax`` (nb, ntypes) int, and with
@@ -213,6 +245,8 @@ def batch_loss(
         pred = predict(hyper, params, stats, batch["coord"], box, batch["atype"], nl, plan=plan)
     loss, metrics = energy_loss(pred, batch, prefs, lr, start_lr)
     metrics["nneigh_max"] = nmax
+    if end_lr is not None:
+        metrics["loss_end"] = energy_loss(pred, batch, prefs, end_lr, start_lr)[0]
     return loss, metrics
 
 
@@ -226,13 +260,19 @@ def all_finite(tree) -> jax.Array:
 
 @functools.lru_cache(maxsize=16)
 def make_train_step(
-    hyper: ModelHyper, prefs: LossPrefs, schedule: ExpDecay, optimizer, grad_reduce: Callable | None = None
+    hyper: ModelHyper,
+    prefs: LossPrefs,
+    schedule: Schedule,
+    optimizer,
+    grad_reduce: Callable | None = None,
+    ema_decay: float | None = None,
 ):
     """Returns ``train_step(state, stats, batch, layout) -> (state, metrics)`` (jitted, layout static).
 
     The metrics are those of the batch before the update (as DeePMD-kit's lcurve ``*_trn``), at the
     learning rate of this step; ``lr`` is included. Prefactors follow lr / start_lr of ``schedule``, so a
-    worker-count scaling of the schedule leaves them unchanged.
+    worker-count scaling of the schedule leaves them unchanged. ``ema_decay``: the state's ``ema`` follows
+    the updated weights (:func:`jaxmd_dp.train.ema.ema_update`); None: no average.
     """
 
     def train_step(state: TrainState, stats: Stats, batch: dict, layout: BatchLayout):
@@ -252,28 +292,36 @@ def make_train_step(
         # opt_state is left unguarded: after a bad step it may hold NaN, but nothing is saved from then on
         # (the loop raises TrainingDiverged before its next checkpoint) and params no longer move
         metrics["lr"] = lr
-        return TrainState(state.step + 1, params, opt_state, first_bad), metrics
+        ema = None
+        if ema_decay is not None:
+            moved = ema_update(state.ema, params, ema_decay)
+            ema = jax.tree_util.tree_map(lambda e, m: jnp.where(keep, e, m), state.ema, moved)
+        return TrainState(state.step + 1, params, opt_state, first_bad, ema), metrics
 
     return jax.jit(
         inline_trace(train_step), static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options()
     )
 
 
-def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0):
-    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static).
+def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0, end_lr: float | None = None):
+    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static); with ``end_lr``
+    the metrics hold ``loss_end``, the loss with the prefactors of that learning rate (:func:`batch_loss`).
 
     evals: how many evaluation batches the run will take (0: few). The step runs once per batch of every
     ``disp_freq`` steps, so its compile is cut short where a faster run would not pay for it: XLA's backend
     optimisation level 1 of 3 always (a shorter compile, and the step no slower), and XLA CPU's older
     element-wise emitters below :data:`MANY_EVALS` batches (a much shorter compile, on the cores the
     first training step's compile also uses, for a somewhat slower batch: worth it only for a few batches)."""
-    return _eval_step(hyper, prefs, start_lr, evals < MANY_EVALS)
+    few = evals < MANY_EVALS
+    return (
+        _eval_step(hyper, prefs, start_lr, few) if end_lr is None else _eval_step(hyper, prefs, start_lr, few, end_lr)
+    )
 
 
 @functools.lru_cache(maxsize=16)
-def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool):
+def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool, end_lr: float | None = None):
     def eval_step(params, stats, batch, layout, lr):
-        return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr)[1]
+        return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr, end_lr)[1]
 
     return jax.jit(inline_trace(eval_step), static_argnums=3, compiler_options=eval_compiler_options(few=few))
 

@@ -1,4 +1,5 @@
-"""The model summary printed when training starts: parameters per net and FLOPs per training step.
+"""The model summary printed when training starts (parameters per net and FLOPs per training step), and
+the run's outcome printed when it ends (the best checkpoint, an early stop).
 
 FLOPs come from XLA's cost analysis of the compiled training step (``jax.stages.Compiled.cost_analysis``,
 after optimisation: matmuls, element-wise work and transcendental functions of one step for one batch
@@ -49,3 +50,23 @@ def format_cost(cost: dict[str, float], natoms: int, batch_size: int) -> str:
         + (f", {cost['bytes accessed'] / 1e9:.3g} GB accessed" if "bytes accessed" in cost else "")
         + f" (XLA cost analysis; {flops / max(1, natoms * batch_size) / 1e6:.3g} MFLOP per atom)"
     )
+
+
+def format_outcome(summary: dict) -> list[str]:
+    """The lines on how the run ended, from the dict ``Trainer.fit`` returns: the lowest validation loss
+    and its checkpoint (``training.keep_best``), the step of an early stop (``training.early_stop``)."""
+    lines = []
+    best = summary.get("best")
+    if best:
+        lines.append(
+            f"lowest validation loss {best['valid_loss']:.6g} at step {best['step']}: checkpoint {best['checkpoint']}"
+        )
+    early = summary.get("stopped_early")
+    if early:
+        loss = early["best_loss"]  # None off rank 0, which judges
+        than = f" than {loss:.6g} at step {early['best_step']}" if loss is not None else ""
+        lines.append(
+            f"early stop at step {early['step']}: {early['patience']} learning-curve lines without a lower "
+            f"validation loss{than}"
+        )
+    return lines
