@@ -454,7 +454,7 @@ class Trainer:
             saves.append((self.ema_checkpointer, weights_tree(step, ema, self.stats), {**meta, "weights_only": True}))
         for ckpt, tree, m in saves:
             try:
-                ckpt.save(step, tree, m, replace)
+                ckpt.save(step, tree, m, replace=replace)
             except OSError as e:
                 last = ckpt.latest_step()
                 raise InputError(

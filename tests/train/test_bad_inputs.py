@@ -182,7 +182,7 @@ def test_disk_full_while_saving(trained, tmp_path, capsys, monkeypatch):
 
     d, cfg = trained
 
-    def full(self, step, state, meta):
+    def full(self, step, state, meta, replace=False):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(Checkpointer, "save", full)
