@@ -54,7 +54,7 @@ BEST = "best"  # the best checkpoint's directory inside the checkpoint directory
 
 
 class Trainer:
-    """Trains an se_e2_a model as DeePMD-kit's ``dp train`` does.
+    """Trains an energy model (se_e2_a, se_atten, se_atten_v2) as DeePMD-kit's ``dp train`` does.
 
     Args:
       config: a validated :class:`~jaxmd_dp.config.Config`.
