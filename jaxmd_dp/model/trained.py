@@ -13,6 +13,7 @@ import numpy as np
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Prediction, Stats
 from jaxmd_dp.model.evaluate import Evaluator
+from jaxmd_dp.model.fast.stacked_weights import has_stacked, to_nets
 from jaxmd_dp.model.io import FILE_FORMATS, load_model, save_frozen, save_model
 
 
@@ -27,7 +28,11 @@ class Model:
     """
 
     def __init__(self, hyper: ModelHyper, params, stats: Stats):
+        """params: the per-net weights, or as a training state holds them (stacked groups,
+        :func:`jaxmd_dp.model.fast.stacked_weights.to_nets`)."""
         self.hyper = hyper
+        if has_stacked(params):  # split on the host: no program compiled per weight shape
+            params = to_nets(jax.tree_util.tree_map(np.asarray, params))
         self.params = jax.tree_util.tree_map(jnp.asarray, params)
         self.stats = Stats(*(jnp.asarray(s) for s in stats))
         self._evaluator: Evaluator | None = None

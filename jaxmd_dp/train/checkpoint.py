@@ -19,6 +19,7 @@ import orbax.checkpoint as ocp
 
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.model.energy import ModelHyper, Stats, default_stats, param_shapes
+from jaxmd_dp.model.fast.stacked_weights import map_weight_trees, to_stacked
 from jaxmd_dp.model.io import is_model_dir, load_model
 
 if TYPE_CHECKING:
@@ -91,13 +92,16 @@ class Checkpointer:
 
 
 def state_tree(state: TrainState, stats: Stats) -> dict:
-    """What a checkpoint holds: the training state, the optimizer's small weights unpacked (the layout of
-    every jaxmd_dp version's checkpoints), the weights' moving average when there is one, and the
-    statistics."""
+    """What a checkpoint holds, on the host: the training state with its weights, the optimizer's moments
+    and the weights' moving average (when there is one) per net, the optimizer's small weights unpacked
+    (the layout of every jaxmd_dp version's checkpoints), and the statistics."""
     from jaxmd_dp.train.small_leaves import unpack_state  # the training step's modules: only when training
+    from jaxmd_dp.train.step import weights
 
-    opt_state = unpack_state(jax.tree_util.tree_map(np.asarray, state.opt_state), state.params)
-    tree = {**state._replace(opt_state=opt_state)._asdict(), "stats": stats._asdict()}
+    host = jax.tree_util.tree_map(np.asarray, state)
+    opt_state = map_weight_trees(weights, unpack_state(host.opt_state, host.params), host.params)
+    per_net = host._replace(params=weights(host.params), opt_state=opt_state, ema=weights(host.ema))
+    tree = {**per_net._asdict(), "stats": stats._asdict()}
     if tree["ema"] is None:
         del tree["ema"]
     return tree
@@ -115,7 +119,7 @@ def restore_state(
     ``optimizer``; ``ema``: with the weights' moving average, the checkpoint's (a copy of its weights if it
     has none)."""
     from jaxmd_dp.train.small_leaves import pack_state, unpack_state
-    from jaxmd_dp.train.step import TrainState, host_state
+    from jaxmd_dp.train.step import TrainState, host_state, weights
 
     if meta.get("weights_only"):
         raise InputError(
@@ -124,20 +128,26 @@ def restore_state(
         )
     saved_ema = bool(meta.get("ema"))
     # the restore target: host zeros of the state's shapes (nothing drawn, nothing compiled)
-    shapes = param_shapes(hyper)
-    start = host_state(shapes, optimizer, saved_ema)
+    start = host_state(param_shapes(hyper), optimizer, saved_ema)  # the weights held as in training
+    held = start.params
+    inner = unpack_state(start.opt_state, held)
     target = {
-        **start._replace(opt_state=unpack_state(start.opt_state, shapes))._asdict(),
+        **start._replace(
+            params=weights(held), opt_state=map_weight_trees(weights, inner, held), ema=weights(start.ema)
+        )._asdict(),
         "stats": default_stats(hyper)._asdict(),
     }
     if not saved_ema:
         del target["ema"]
     tree, _ = ckpt.restore(int(meta["step"]), target=target)
-    tree["opt_state"] = pack_state(tree["opt_state"], start.opt_state)
+    tree["opt_state"] = pack_state(map_weight_trees(to_stacked, tree["opt_state"], target["params"]), start.opt_state)
+    tree["params"] = to_stacked(tree["params"])
     if not ema:
         tree.pop("ema", None)
     elif "ema" not in tree:
         tree["ema"] = jax.tree_util.tree_map(np.array, tree["params"])
+    else:
+        tree["ema"] = to_stacked(tree["ema"])
     tree = jax.device_put(tree)  # jnp.asarray compiled one small program per array shape
     stats = Stats(**tree.pop("stats"))
     return TrainState(**tree), stats

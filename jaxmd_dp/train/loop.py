@@ -44,7 +44,7 @@ from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.prefetch import BatchesAhead
 from jaxmd_dp.train.schedule import epoch_steps, make_schedule, worker_scale
 from jaxmd_dp.train.setup import resolve_sel
-from jaxmd_dp.train.step import BatchLayout, device_batch, init_state, make_eval_step, make_optimizer
+from jaxmd_dp.train.step import BatchLayout, device_batch, init_state, make_eval_step, make_optimizer, weights
 from jaxmd_dp.train.summary import format_cost, format_outcome, format_summary, param_counts, step_cost
 from jaxmd_dp.version import __version__
 
@@ -388,7 +388,7 @@ class Trainer:
 
     def model_summary(self) -> str:
         """Parameters per net (XLA's FLOPs estimate of a training step follows its first call)."""
-        return format_summary(param_counts(self.state.params))
+        return format_summary(param_counts(weights(self.state.params)))
 
     # ------------------------------------------------------------------ batches
     def prepare(self, batch: dict, valid: bool = False) -> tuple[dict, BatchLayout]:
@@ -430,7 +430,7 @@ class Trainer:
             finetuning.bias_after_training(
                 self.config,
                 self.hyper,
-                jax.device_get(self.state.params),
+                weights(jax.device_get(self.state.params)),
                 self.stats,
                 self.train_data,
                 self.seed,
@@ -450,7 +450,7 @@ class Trainer:
         meta = self._meta()
         saves = [(self.best_checkpointer if best else self.checkpointer, state_tree(self.state, self.stats), meta)]
         if not best and self.state.ema is not None:
-            ema = jax.tree_util.tree_map(np.asarray, self.state.ema)
+            ema = weights(jax.tree_util.tree_map(np.asarray, self.state.ema))
             saves.append((self.ema_checkpointer, weights_tree(step, ema, self.stats), {**meta, "weights_only": True}))
         for ckpt, tree, m in saves:
             try:
@@ -569,7 +569,7 @@ class Trainer:
     @property
     def model(self):
         """The current model as a :class:`jaxmd_dp.model.trained.Model` (``.energy_and_forces(coord, box, atype)``)."""
-        return Model(self.hyper, self.state.params, self.stats)
+        return Model(self.hyper, self.state.params, self.stats)  # split per net by Model
 
     def evaluate(self, system: str | System, nframes: int = 0) -> dict:
         """dp-test errors of the current model on a system (path or :class:`System`): rmse/mae of energy

@@ -19,6 +19,7 @@ import optax
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.geometry.pair_partner import pair_partners
 from jaxmd_dp.model.energy import ModelHyper, Stats, predict, predict_merged
+from jaxmd_dp.model.fast.stacked_weights import has_stacked, to_nets, to_stacked
 from jaxmd_dp.model.plan import ExecutionPlan
 from jaxmd_dp.runtime.compile_options import GPU_STEP_OPTIONS, backend_options
 from jaxmd_dp.runtime.inline_trace import inline_trace
@@ -61,7 +62,9 @@ class BatchLayout(NamedTuple):
 
 
 class TrainState(NamedTuple):
-    """step: () int, steps taken so far; params: Flax weights; opt_state: optax state;
+    """step: () int, steps taken so far; params: Flax weights, each group of nets that runs stacked held
+    stacked (:func:`jaxmd_dp.model.fast.stacked_weights.to_stacked`; :func:`weights` gives the per-net
+    tree); opt_state: optax state, over ``params`` as held;
     first_bad: () int, index of the first step whose loss or gradient was not finite (−1: none). From
     that step on no update is applied, so ``params`` stay the last good ones (the NaN guard); ``opt_state``
     may hold NaN from then on and is never saved (the loop stops with ``TrainingDiverged`` first).
@@ -75,6 +78,14 @@ class TrainState(NamedTuple):
     ema: dict | None = None
 
 
+def weights(held):
+    """The per-net weights (a Flax tree, as checkpoints and model files hold them) of ``TrainState.params``
+    or ``TrainState.ema``: split on the host (numpy) where it holds stacked groups, else as given."""
+    if held is None or not has_stacked(held):
+        return held
+    return to_nets(jax.tree_util.tree_map(np.asarray, held))
+
+
 def _zeros(shapes):
     """Host zeros of a tree of shapes (anything with ``shape`` and ``dtype``)."""
     return jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
@@ -83,11 +94,13 @@ def _zeros(shapes):
 def host_state(params, optimizer, ema: bool = False) -> TrainState:
     """Step 0 and the optimizer's initial state on the host (numpy), without computing anything: the
     state's shapes from ``jax.eval_shape(optimizer.init)``, filled with zeros (the optimizers of
-    :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: host arrays, kept as
-    they are; or shapes (``jax.ShapeDtypeStruct``, e.g. ``param_shapes``), whose weights are then zeros too
-    (a restore target). ``ema``: with the weights' moving average, a copy of the weights."""
+    :func:`make_optimizer` start from zeros: Adam's count and moments). ``params``: the per-net weights as
+    host arrays, held as the state holds them (:func:`to_stacked`); or shapes (``jax.ShapeDtypeStruct``,
+    e.g. ``param_shapes``), whose weights are then zeros too (a restore target). ``ema``: with the weights'
+    moving average, a copy of the weights."""
     if all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(params)):
         params = _zeros(params)
+    params = to_stacked(params)
     average = jax.tree_util.tree_map(np.array, params) if ema else None
     opt_state = _zeros(jax.eval_shape(optimizer.init, params))
     return TrainState(np.asarray(0), params, opt_state, np.asarray(-1), average)
@@ -96,7 +109,7 @@ def host_state(params, optimizer, ema: bool = False) -> TrainState:
 def init_state(params, optimizer, ema: bool = False) -> TrainState:
     """Step 0 and the optimizer's initial state, put on the device with no compile (a jitted
     ``optimizer.init`` was a compile in every cold start, an eager one a compile per zeros shape).
-    ``params``: host arrays; ``ema``: with the weights' moving average."""
+    ``params``: per-net host arrays; ``ema``: with the weights' moving average."""
     return jax.device_put(host_state(params, optimizer, ema))
 
 
@@ -278,7 +291,7 @@ def make_train_step(
     def train_step(state: TrainState, stats: Stats, batch: dict, layout: BatchLayout):
         lr = schedule(state.step)
         grad_fn = jax.value_and_grad(
-            lambda p: batch_loss(hyper, prefs, schedule.start_lr, layout, p, stats, batch, lr),
+            lambda p: batch_loss(hyper, prefs, schedule.start_lr, layout, to_nets(p), stats, batch, lr),
             has_aux=True,
         )
         (_, metrics), grads = grad_fn(state.params)
@@ -304,8 +317,9 @@ def make_train_step(
 
 
 def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: int = 0, end_lr: float | None = None):
-    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static); with ``end_lr``
-    the metrics hold ``loss_end``, the loss with the prefactors of that learning rate (:func:`batch_loss`).
+    """``eval_step(params, stats, batch, layout, lr) -> metrics`` (jitted, layout static; params per net or
+    as :class:`TrainState` holds them); with ``end_lr`` the metrics hold ``loss_end``, the loss with the
+    prefactors of that learning rate (:func:`batch_loss`).
 
     evals: how many evaluation batches the run will take (0: few). The step runs once per batch of every
     ``disp_freq`` steps, so its compile is cut short where a faster run would not pay for it: XLA's backend
@@ -321,7 +335,7 @@ def make_eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, evals: 
 @functools.lru_cache(maxsize=16)
 def _eval_step(hyper: ModelHyper, prefs: LossPrefs, start_lr: float, few: bool, end_lr: float | None = None):
     def eval_step(params, stats, batch, layout, lr):
-        return batch_loss(hyper, prefs, start_lr, layout, params, stats, batch, lr, end_lr)[1]
+        return batch_loss(hyper, prefs, start_lr, layout, to_nets(params), stats, batch, lr, end_lr)[1]
 
     return jax.jit(inline_trace(eval_step), static_argnums=3, compiler_options=eval_compiler_options(few=few))
 

@@ -39,8 +39,8 @@ from jaxmd_dp.model.nets import PRECISION
 MODE = "auto"
 # The fewest nets of each kind that run stacked under "auto", the embedding nets and the fitting nets decided
 # apart. Fewer nets ran as fast or faster one by one per step (water, Cu, Al-Cu-Mg with one net per neighbour
-# type); from there on the model's share of the step's compile stays nearly flat in the number of types when
-# stacked (each weight array still has its own gradient and update in the step), and one net per type pair
+# type); from there on the step's compile stays nearly flat in the number of types when stacked (the training
+# state then holds the nets' weights stacked too: :mod:`jaxmd_dp.model.fast.stacked_weights`), and one net per type pair
 # (``type_one_side: false``) also steps faster stacked, as the nets one by one each ran on a block bounded for
 # every centre type. Measured with bench/step_time.py (``--variant`` on MODE or MIN_STACKED)
 # and bench/ntypes_scaling.py.
