@@ -126,7 +126,8 @@ def tier_sizes(
         return int(min(full, max(8, -(-int(ranked[rank]) // 8) * 8)))
 
     starts = list(range(8, n, 8))  # where a tier after the first may start
-    # best[t][a]: (cost, tiers) of ranks a.. in at most t tiers, the first of them starting at a
+    # best[a]: (cost, the tiers' first ranks) of ranks a.. in at most t tiers, the first starting at a: t = 1,
+    # then one more tier per round
     best = {a: (float(n - a) * cost(slots(a)), (a,)) for a in starts}
     for _ in range(most - 2):
         best = {
@@ -140,9 +141,7 @@ def tier_sizes(
     if total is None or total >= 0.97 * n * cost(full):
         return None
     edges = (0,) + bounds + (n,)
-    out = [(edges[0 + 1] - edges[0], full)] + [
-        (edges[g + 1] - edges[g], slots(edges[g])) for g in range(1, len(bounds) + 1)
-    ]
+    out = [(edges[1], full)] + [(edges[g + 1] - edges[g], slots(edges[g])) for g in range(1, len(edges) - 1)]
     merged: list[tuple[int, int]] = []  # neighbouring tiers of equal slots as one
     for atoms, k in out:
         if merged and merged[-1][1] == k:
