@@ -68,8 +68,9 @@ def parse_variants(patches: list[str], options: list[str]) -> dict[str, dict]:
     return variants
 
 
-def compile_variant(step, variant: dict, state, stats, calls) -> list:
-    """The step's executables for ``calls`` [(arrays, layout)], traced with the variant's attributes."""
+def compile_variant(step, variant: dict, state, stats, calls, hyper=None) -> list:
+    """The step's executables for ``calls`` [(arrays, layout)], traced with the variant's attributes, with the
+    training step's compile options for the model ``hyper``."""
     import jax
 
     from jaxmd_dp.train.step import train_compiler_options
@@ -85,7 +86,7 @@ def compile_variant(step, variant: dict, state, stats, calls) -> list:
             return step.__wrapped__(*args)  # the first variant's trace (its patches) for every other
 
         jitted = jax.jit(fresh, static_argnums=3, donate_argnums=0)
-        options = {**(train_compiler_options() or {}), **variant["options"]}  # the training step's, as it runs
+        options = {**(train_compiler_options(hyper=hyper) or {}), **variant["options"]}  # as the training step's
         return [
             jitted.lower(state, stats, arrays, layout).compile(compiler_options=options or None)
             for arrays, layout in calls
@@ -153,7 +154,7 @@ def main(argv=None) -> int:
         for name, v in variants.items():
             label = name if len(args.table) == 1 else f"{name} table={table}"
             t = time.perf_counter()
-            compiled[label] = compile_variant(trainer.train_step, v, trainer.state, trainer.stats, calls)
+            compiled[label] = compile_variant(trainer.train_step, v, trainer.state, trainer.stats, calls, trainer.hyper)
             compile_s[label] = time.perf_counter() - t
     if args.save:
         from jax.experimental.serialize_executable import serialize

@@ -108,7 +108,8 @@ class TrainingConfig(Section):
     kernels (jaxmd_dp): "auto" (Pallas on GPU, jnp elsewhere), "pallas" or "jnp".
     pair_packing (jaxmd_dp): run the embedding nets on real neighbour pairs only when the data leaves
     enough sel slots empty, and hold only the neighbour slots the data fills (same results;
-    :mod:`jaxmd_dp.model.fast.pair_pack`); false: on every slot.
+    :mod:`jaxmd_dp.model.fast.pair_pack`); for se_atten (v2) also run a frame's atoms in tiers of fewer slots
+    by their neighbour count (:func:`jaxmd_dp.model.plan.tier_sizes`); false: on every slot.
     pair_sharing (jaxmd_dp): with pair_packing, run the embedding nets once per pair of same-type atoms,
     whose two slots hold the same s (:mod:`jaxmd_dp.geometry.pair_partner`; same results to rounding);
     applies with type_one_side, DeePMD's per-type statistics, no atom over sel and batches small enough for

@@ -41,6 +41,8 @@ class NeighborStats:
     max_unique_pairs_per_system: np.ndarray | None = None  # max_pairs with each same-type pair counted once
     env_sums_per_system: list[np.ndarray] | None = None  # with rcut_smth: (nframes, ntypes, 5) per system
     max_nbor_any_per_system: np.ndarray | None = None  # (nsystems, 1) most neighbours of any type of one atom
+    ranked_nbor_per_system: list[np.ndarray] | None = None  # per system (natoms,): entry r the most over its
+    # frames of the (r + 1)-th largest count of neighbours of any type among a frame's atoms
 
 
 def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
@@ -53,8 +55,9 @@ def suggest_sel(max_nbor_size, factor: float = 1.1) -> list[int]:
 def _frame_stats(spec, rcut_smth, coord, box, atype):
     """((nframes, ntypes + 1) most neighbours of each type of an atom, then of any type, (nframes,) min
     distance to the nearest neighbour, cell overflow, (nframes, ntypes) neighbour pairs of each type (and the
-    same with each pair of same-type atoms counted once), and with ``rcut_smth``
-    (else None) the environment-matrix sums (nframes, ntypes, 5) of :func:`geometry.stats.candidate_sums`)
+    same with each pair of same-type atoms counted once), with ``rcut_smth``
+    (else None) the environment-matrix sums (nframes, ntypes, 5) of :func:`geometry.stats.candidate_sums`,
+    and (nframes, natoms) each frame's counts of neighbours of any type per atom, largest first)
     of these frames; atype (nframes, natoms).
 
     Straight from the candidate pairs within rcut, frame by frame: counts and a minimum, no
@@ -69,11 +72,12 @@ def _frame_stats(spec, rcut_smth, coord, box, atype):
         sums = None if rcut_smth is None else candidate_sums(c, t, nt, rcut_smth, spec.rcut)
         pairs = jnp.sum(c.nneigh[0], axis=0)  # (ntypes,)
         same = jnp.stack([jnp.sum(jnp.where(t[0] == k, c.nneigh[0][:, k], 0)) for k in range(nt)])
-        most = jnp.concatenate([jnp.max(c.nneigh[0], axis=0), jnp.max(jnp.sum(c.nneigh[0], axis=-1))[None]])
-        return most, dmin, c.cell_overflow, jnp.stack([pairs, pairs - same // 2]), sums
+        counts = jnp.sum(c.nneigh[0], axis=-1)  # (natoms,) of any type
+        most = jnp.concatenate([jnp.max(c.nneigh[0], axis=0), jnp.max(counts)[None]])
+        return most, dmin, c.cell_overflow, jnp.stack([pairs, pairs - same // 2]), sums, -jnp.sort(-counts)
 
-    nmax, dmin, overflow, pairs, sums = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
-    return nmax, dmin, jnp.any(overflow), pairs, sums
+    nmax, dmin, overflow, pairs, sums, ranked = neighbor.reduce_candidates(spec, reduce, coord, box, atype)
+    return nmax, dmin, jnp.any(overflow), pairs, sums, ranked
 
 
 def neighbor_stat(
@@ -96,9 +100,12 @@ def neighbor_stat(
     method (see ``neighbor.allocate``). Per system: ``min_dist_per_system`` (nsystems,) its shortest
     distance; ``max_nbor_per_system`` and ``max_pairs_per_system`` (nsystems, ntypes) the most neighbours
     of each type of one atom, and of all atoms of one frame; ``max_nbor_any_per_system`` (nsystems, 1) the
-    most neighbours of any type of one atom (a mixed-types sel); ``max_unique_pairs_per_system`` the latter with
-    each pair of same-type atoms counted once (the slots :func:`jaxmd_dp.geometry.pair_partner.pair_partners`
-    leaves to the nets, when no list is cut short by sel). With ``rcut_smth`` (Å, not with ``one_type``)
+    most neighbours of any type of one atom (a mixed-types sel); ``ranked_nbor_per_system`` per system
+    (natoms,) the most over its frames of the (r + 1)-th largest count of neighbours of any type of an atom
+    (the slots each rank of a frame's atoms fills, :func:`jaxmd_dp.model.plan.tier_sizes`);
+    ``max_unique_pairs_per_system`` the most pairs of one frame with each pair of same-type atoms counted
+    once (the slots :func:`jaxmd_dp.geometry.pair_partner.pair_partners` leaves to the nets, when no list is
+    cut short by sel). With ``rcut_smth`` (Å, not with ``one_type``)
     and ``sum_frames`` (frame indices per system, for the first len(sum_frames) systems) also
     ``env_sums_per_system``: those frames' environment-matrix sums (nframes, ntypes, 5) per system, NaN for
     the other frames (all frames of an atom-count group are summed when at most :data:`SUM_ALL_FRAMES` are
@@ -117,6 +124,7 @@ def neighbor_stat(
         rcut_smth = None
     sums_sys = None if rcut_smth is None else [np.full((s.coord.shape[0], nt, 5), np.nan) for s in systems]
     want_sys = [np.zeros(s.coord.shape[0], bool) for s in systems]
+    ranked_sys = [np.zeros(s.coord.shape[1], int) for s in systems]
     for k, idx in enumerate(sum_frames if rcut_smth is not None else ()):
         want_sys[k][idx] = True
     groups: dict = {}
@@ -146,10 +154,10 @@ def neighbor_stat(
                 r = rows[a : a + step]
                 r = np.concatenate([r, np.repeat(r[:1], step - len(r))])  # one compiled shape: pad with a copy
                 c, bx, t = coord[r], None if box is None else box[r], atype[r]
-                m, d, overflow, pairs, sums = _frame_stats(spec, smth, c, bx, t)
+                m, d, overflow, pairs, sums, ranked = _frame_stats(spec, smth, c, bx, t)
                 if bool(overflow):  # a cell fuller than allocated: recount these frames by brute force
                     brute = neighbor.allocate(c, bx, rcut, (1,) * nt, method="brute")
-                    m, d, _, pairs, sums = _frame_stats(brute, smth, c, bx, t)
+                    m, d, _, pairs, sums, ranked = _frame_stats(brute, smth, c, bx, t)
                 real = min(step, n - a)  # frames of this chunk that are not padding
                 r = r[:real]
                 if sums is not None:
@@ -159,6 +167,8 @@ def neighbor_stat(
                 np.minimum.at(dmin_sys, owner[r], np.asarray(d)[:real])
                 np.maximum.at(pairs_sys, owner[r], np.asarray(pairs)[:real, 0])
                 np.maximum.at(unique_sys, owner[r], np.asarray(pairs)[:real, 1])
+                for o, row in zip(owner[r], np.asarray(ranked)[:real]):
+                    np.maximum(ranked_sys[o], row, out=ranked_sys[o])
 
     # groups on two threads: one group's compile (XLA's, mostly on one core) and host work between chunks
     # beside another's scan (Cu's ASC22 input: 3 groups, 15,309 frames)
@@ -179,4 +189,5 @@ def neighbor_stat(
         unique_sys,
         sums_sys,
         nmax_sys[:, nt:],
+        ranked_sys,
     )

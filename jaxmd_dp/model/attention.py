@@ -22,7 +22,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxmd_dp.model.nets import PRECISION, Layer
+from jaxmd_dp.model.nets import PRECISION, dense
 from jaxmd_dp.model.type_embed import initializer
 
 SHIFT = 20.0  # DeePMD-kit's attnw_shift: the logit of a slot whose switch is 0, with smoothing
@@ -85,29 +85,47 @@ class GatedAttentionLayer(nn.Module):
         """g: (..., nnei, M); real: (..., nnei) bool; switch: (..., nnei) w(r); direction: (..., nnei, 3) r̂.
         With ``empty`` (..., M), embeddings of empty slots kept apart, returns (g, the empty rows after the
         layer); ``extra``: empty slots not in g, in each row's softmax sum (with smoothing)."""
-        d = self.hidden
-        h = Layer(3 * d, "linear", False, False, self.dtype, name="in_proj")(g)
-        q, k, v = h[..., :d], h[..., d : 2 * d], h[..., 2 * d :]
+        d, m = self.hidden, g.shape[-1]
+        w_in, b_in = _Weights(m, 3 * d, self.dtype, name="in_proj")()
+        # q, k, v each its own product (the columns of in_proj): their cotangents then need no assembly
+        q, k, v = (dense(g, w_in[:, i * d : (i + 1) * d]) + b_in[i * d : (i + 1) * d] for i in range(3))
         if self.normalize:
             q, k, v = unit_rows(q), unit_rows(k), unit_rows(v)
         q = q * self.scaling
         logits = jnp.einsum("...id,...jd->...ij", q, k, precision=PRECISION)
-        if self.smooth:
+        if self.smooth:  # an empty slot's switch is 0: its row and column of the weights are 0
             pair = switch[..., :, None] * switch[..., None, :]
-            weights = softmax_of_real((logits + SHIFT) * pair - SHIFT, None, extra)
-            weights = jnp.where(real[..., :, None], weights, 0.0) * pair
+            weights = softmax_of_real((logits + SHIFT) * pair - SHIFT, None, extra) * pair
         else:
             weights = softmax_of_real(logits, real[..., None, :])
             weights = jnp.where(real[..., :, None], weights, 0.0)
-        if self.dotr:
-            weights = weights * jnp.einsum("...ic,...jc->...ij", direction, direction, precision=PRECISION)
-        o = jnp.einsum("...ij,...jd->...id", weights, v, precision=PRECISION)
-        out_proj = Layer(g.shape[-1], "linear", False, False, self.dtype, name="out_proj")
+        if self.dotr:  # r̂_i · r̂_j as three element-wise products (a dot of inner size 3 runs slowly)
+            weights = weights * sum(direction[..., :, None, c] * direction[..., None, :, c] for c in range(3))
+        w_out, b_out = _Weights(d, m, self.dtype, name="out_proj")()
+        if m < d:  # (P v) W_out as P (v W_out): the slots × slots product on the narrower side
+            out = jnp.einsum("...ij,...jm->...im", weights, dense(v, w_out), precision=PRECISION)
+        else:
+            out = dense(jnp.einsum("...ij,...jd->...id", weights, v, precision=PRECISION), w_out)
         norm = _ScaleShift(self.dtype, name="layer_norm") if self.trainable_ln else (lambda x: x)
-        x = norm(layer_norm(g + out_proj(o), self.ln_eps))
+        x = norm(layer_norm(g + out + b_out, self.ln_eps))
         if empty is None:
             return x
-        return x, norm(layer_norm(empty + out_proj(jnp.zeros(empty.shape[:-1] + (d,), self.dtype)), self.ln_eps))
+        return x, norm(layer_norm(empty + b_out, self.ln_eps))  # an empty slot's P row is 0
+
+
+class _Weights(nn.Module):
+    """A linear layer's weights, ``matrix`` (n_in, n_out) and ``bias`` (n_out,), drawn as DeePMD-kit draws them."""
+
+    n_in: int
+    n_out: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self) -> tuple[jax.Array, jax.Array]:
+        return (
+            self.param("matrix", initializer("matrix"), (self.n_in, self.n_out), self.dtype),
+            self.param("bias", initializer("bias"), (self.n_out,), self.dtype),
+        )
 
 
 class _ScaleShift(nn.Module):

@@ -86,6 +86,12 @@ class FastPaths(NamedTuple):
     merge: frames laid end to end in one list of atoms (``training.merge_batches``,
       :func:`~jaxmd_dp.model.energy.predict_merged`) give each frame's numbers: false where an atom's
       descriptor reads more of its frame than its neighbours (DPA-1's empty slots read the frame's first atom).
+    tiers: an atom's energy reads its own slots only (as ``merge``): the training step may run a frame's
+      atoms in tiers of fewer slots, sorted by their neighbour count (``ExecutionPlan.tiers``).
+    cpu_options: XLA CPU compile options of the training step for this descriptor ((name, value) pairs; those
+      this jaxlib accepts, :func:`jaxmd_dp.train.step.train_compiler_options`).
+    pair_weight: with ``tiers``, the work per atom as slots · (1 + pair_weight · slots), relative (work over
+      pairs of slots: DPA-1's attention), for choosing tiers (:func:`~jaxmd_dp.model.plan.tier_sizes`).
     """
 
     pack: bool = False
@@ -93,6 +99,9 @@ class FastPaths(NamedTuple):
     partners: bool = False
     cut: bool = False
     merge: bool = True
+    tiers: bool = False
+    pair_weight: float = 0.0
+    cpu_options: tuple[tuple[str, object], ...] = ()
 
 
 def _tupled(v: Any) -> Any:

@@ -27,6 +27,7 @@ import numpy as np
 from jaxmd_dp.geometry.env_mat import env_mat, times_cell
 from jaxmd_dp.geometry.stats import energy_bias
 from jaxmd_dp.model.fast.pair_pack import Packing, empty_rows, kept_slots
+from jaxmd_dp.model.fast.row_take import take
 from jaxmd_dp.model.hyper import ModelHyper
 from jaxmd_dp.model.nets import init_moments
 from jaxmd_dp.model.plan import ExecutionPlan
@@ -193,9 +194,51 @@ def atomic_energy(
         )
     )
     slots = hyper.descriptor.slot_inputs(coord, box, atype, nlist)
-    e = DeepPot(hyper).apply({"params": params}, R, atype, plan.capacity, packing, slots).astype(coord.dtype)
+    if fast.tiers and plan.keep is not None:  # the training step's plan (its lists' slots): its path
+        packing = packing or Packing(None, empty_rows(stats.davg, stats.dstd), None)
+    if fast.tiers and plan.tiers:
+        e = _tiered_energies(hyper, params, R, atype, packing, slots, nlist.idx >= 0, plan.tiers)
+    else:
+        e = DeepPot(hyper).apply({"params": params}, R, atype, plan.capacity, packing, slots)
+    e = e.astype(coord.dtype)
     e = e + jnp.asarray(stats.energy_bias, coord.dtype)[jnp.maximum(atype, 0)]
     return jnp.where(atype >= 0, e, 0.0)
+
+
+def _tiered_energies(hyper: ModelHyper, params, R, atype, packing: Packing, slots, present, tiers) -> jax.Array:
+    """:class:`DeepPot`'s atomic energies (nf, natoms) with each frame's atoms in tiers
+    (``ExecutionPlan.tiers``, descriptors with ``FastPaths.tiers``: an atom's energy reads its own slots
+    only). The atoms are sorted by their neighbour count (``present`` (nf, natoms, nkept), the list's filled
+    slots, which are each atom's first), most first; tier g, ``tiers[g]`` = (atoms, slots), takes the next
+    ``atoms`` of every frame and runs with their first ``slots`` slots, the rest counted as cut slots
+    (``Packing.keep``). Rows move between the atoms' order and the tiers' by gathers both ways
+    (:func:`~jaxmd_dp.model.fast.row_take.take`), so derivatives reach R and the slot inputs."""
+    nf, n = atype.shape
+    rank = jnp.argsort(jnp.argsort(-jnp.sum(present, axis=-1), axis=-1, stable=True), axis=-1)  # (nf, n)
+    start = np.cumsum([0] + [a for a, _ in tiers])
+    if start[-1] != n:
+        raise ValueError(f"tiers {tiers} do not hold the {n} atoms of a frame")
+    tier = jnp.searchsorted(jnp.asarray(start[1:]), rank, side="right")  # each atom's tier
+    first = jnp.asarray(nf * start[:-1])[tier] + jnp.arange(nf)[:, None] * jnp.asarray(np.diff(start))[tier]
+    where = (first + rank - jnp.asarray(start[:-1])[tier]).reshape(1, nf * n)  # each atom's row in tier order
+    back = jnp.zeros_like(where).at[0, where[0]].set(jnp.arange(nf * n, dtype=where.dtype))  # its inverse
+    every = jnp.ones_like(where, bool)
+    to_tiers, to_atoms = ((back, every),), ((where, every),)
+
+    def rows(a):  # (nf, n, ...) → (nf · n, ...) in tier order; float arrays with derivatives
+        a = a.reshape((1, nf * n) + a.shape[2:])
+        return take(a, to_tiers, to_atoms)[0] if jnp.issubdtype(a.dtype, jnp.floating) else a[0, back[0]]
+
+    R, atype, slots = rows(R), rows(atype), jax.tree_util.tree_map(rows, slots)
+    model, e, off = DeepPot(hyper), [], 0
+    for atoms, kept in tiers:
+        size = nf * atoms
+        part = lambda a, k=kept: a[off : off + size, :k][None]  # noqa: E731  (one frame of the tier's atoms)
+        pk = packing._replace(mask=None, keep=None if kept == hyper.nnei else (kept,))
+        s_t = jax.tree_util.tree_map(part, slots)
+        e.append(model.apply({"params": params}, part(R), atype[None, off : off + size], None, pk, s_t)[0])
+        off += size
+    return take(jnp.concatenate(e)[None], to_atoms, to_tiers)[0].reshape(nf, n)
 
 
 def type_capacity(atypes, ntypes: int) -> tuple[int, ...]:

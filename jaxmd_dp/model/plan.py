@@ -6,7 +6,7 @@ chooses the path: per-type blocks, environment-matrix kernels, and the training 
 
 The rules that size a plan from the data, for a model (the descriptor says which rewrites apply,
 :attr:`~jaxmd_dp.model.descriptor.Descriptor.fast_paths`): :func:`pack_sizes`, :func:`keep_sizes`,
-:func:`uniform_empty`, :func:`shares_pairs`, :func:`tabulates`.
+:func:`uniform_empty`, :func:`shares_pairs`, :func:`tabulates`, :func:`tier_sizes`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ class ExecutionPlan(NamedTuple):
     partner: (nframes, natoms, nkept) int array or None, each slot's reverse pair
       (:func:`~jaxmd_dp.geometry.pair_partner.pair_partners` of the list): with ``pack``, the nets run once
       per pair of same-type atoms (:func:`shares_pairs`).
+    tiers: ((atoms, slots), ...) or None: (with ``keep``, descriptors with ``FastPaths.tiers``) each frame's
+      atoms sorted by their neighbour count, most first, the first tiers[0][0] of them run with
+      tiers[0][1] slots (``keep``), the next tiers[1][0] with tiers[1][1], and so on: every atom must have at
+      most its tier's slots of neighbours (:func:`tier_sizes`, from the neighbour scan); the model then runs
+      on fewer empty slots.
 
     The plans with ``pack`` or ``table`` are the training step's: first derivatives in the coordinates and
     reverse mode in the weights only (no ``jax.jvp``, no Hessians). A plan is built inside traced code (its
@@ -55,6 +60,7 @@ class ExecutionPlan(NamedTuple):
     table: int = 0
     uniform_empty: bool = False
     partner: jax.Array | None = None
+    tiers: tuple[tuple[int, int], ...] | None = None
 
 
 def pack_sizes(hyper: ModelHyper, max_pairs, natoms: int) -> tuple[int, ...] | None:
@@ -92,3 +98,54 @@ def shares_pairs(hyper: ModelHyper) -> bool:
 def tabulates(hyper: ModelHyper) -> bool:
     """Whether a plan may carry ``table`` for this model."""
     return hyper.descriptor.fast_paths.table
+
+
+TIERS = 3  # tiers of atoms at most: each one more copy of the model in the compiled training step
+
+
+def tier_sizes(
+    hyper: ModelHyper, ranked, keep: tuple[int, ...], most: int = TIERS
+) -> tuple[tuple[int, int], ...] | None:
+    """The plan's ``tiers`` for frames whose atoms, sorted by their count of neighbours of any type, have at
+    most ``ranked[r]`` neighbours at rank r (``ranked`` (natoms,), most first: the neighbour scan's
+    ``ranked_nbor_per_system``) and whose lists hold ``keep`` slots: at most ``most`` tiers, the first with
+    ``keep`` slots, each of a multiple of 8 atoms (but the last) and of 8 slots, every atom within its tier's
+    slots, chosen for the least work per frame (per atom, slots · (1 + ``FastPaths.pair_weight`` · slots)).
+    None for a descriptor without tiers, or when one tier costs as little (within 3 %)."""
+    fast = hyper.descriptor.fast_paths
+    ranked = np.asarray(ranked)
+    n = int(ranked.size)
+    if not fast.tiers or len(keep) != 1 or most < 2 or n < 16:
+        return None
+    full = int(keep[0])
+
+    def cost(k: int) -> float:
+        return k * (1.0 + fast.pair_weight * k)
+
+    def slots(rank: int) -> int:  # the slots every atom from this rank on fits in
+        return int(min(full, max(8, -(-int(ranked[rank]) // 8) * 8)))
+
+    starts = list(range(8, n, 8))  # where a tier after the first may start
+    # best[a]: (cost, the tiers' first ranks) of ranks a.. in at most t tiers, the first starting at a: t = 1,
+    # then one more tier per round
+    best = {a: (float(n - a) * cost(slots(a)), (a,)) for a in starts}
+    for _ in range(most - 2):
+        best = {
+            a: min(
+                [best[a]]
+                + [((b - a) * cost(slots(a)) + best[b][0], (a,) + best[b][1]) for b in starts if b > a and b in best]
+            )
+            for a in starts
+        }
+    total, bounds = min(((a * cost(full) + c, b) for a, (c, b) in best.items()), default=(None, None))
+    if total is None or total >= 0.97 * n * cost(full):
+        return None
+    edges = (0,) + bounds + (n,)
+    out = [(edges[1], full)] + [(edges[g + 1] - edges[g], slots(edges[g])) for g in range(1, len(edges) - 1)]
+    merged: list[tuple[int, int]] = []  # neighbouring tiers of equal slots as one
+    for atoms, k in out:
+        if merged and merged[-1][1] == k:
+            merged[-1] = (merged[-1][0] + atoms, k)
+        else:
+            merged.append((atoms, k))
+    return tuple(merged) if len(merged) > 1 else None

@@ -38,6 +38,8 @@ from jaxmd_dp.geometry.env_mat import pair_vectors, smooth_weight
 from jaxmd_dp.geometry.stats import env_mat_stats, scanned_sums, stats_from_sums
 from jaxmd_dp.model.attention import GatedAttentionLayer, unit_rows
 from jaxmd_dp.model.descriptor import DTYPES, Descriptor, FastPaths, precision_name
+from jaxmd_dp.model.fast.embed_slope import net_value_and_slope, with_slope
+from jaxmd_dp.model.fast.train_products import descriptor_product_train, env_product_train
 from jaxmd_dp.model.nets import PRECISION, EmbeddingNet
 from jaxmd_dp.model.type_embed import TypeEmbedding, padded_type
 
@@ -116,6 +118,7 @@ class DescriptorSeAtten(nn.Module):
             raise ValueError("se_atten's one fast path is a cut list (FastPaths.cut)")
         # slots cut from the list (empty in every frame): their share is added from the empty rows
         missing = 0 if packing is None or packing.keep is None else self.nnei - int(sum(packing.keep))
+        train = packing is not None  # the training step's path: reverse mode only
         nt = self.ntypes
         R = R.astype(self.dtype)
         if slots is None:
@@ -143,10 +146,10 @@ class DescriptorSeAtten(nn.Module):
                     axis=-1,
                 )
                 strip_table = strip(pairs)  # (centre, neighbour, M)
-            Gt = strip_table[ti[:, :, None], tj]  # (nf, n, nnei, M)
+            Gt = _pair_rows(strip_table, ti, tj, train)  # (nf, n, nnei, M)
             if self.smooth:
                 Gt = Gt * switch[..., None]
-            Gs = embed(R[..., :1])
+            Gs = _slot_embedding(embed, R[..., :1], train and self.activation == "tanh")
             G = Gs * Gt + Gs
         empty, first = None, None
         if missing:  # the cut slots' embeddings, per centre type (and first atom's type): (nt, U, missing, M)
@@ -166,17 +169,28 @@ class DescriptorSeAtten(nn.Module):
                 name=f"attention_{layer}",
             )(G, slots.real, switch, direction, empty, missing)
             G, empty = (out, None) if empty is None else out
-        A = jnp.einsum("fnsm,fnsa->fnma", G, R, precision=PRECISION)  # (nf, n, M, 4)
-        if missing:
-            share = jnp.einsum("tukm,tka->tuma", empty, E, precision=PRECISION)  # (nt, U, M, 4)
-            u = padded_type(atype[:, :1], nt) if first else jnp.zeros_like(atype[:, :1])
-            A = A + share[jnp.maximum(atype, 0), u]
-        A = A / self.nnei
-        D = jnp.einsum("fnma,fnka->fnmk", A, A[:, :, : self.axis_neuron], precision=PRECISION)
+        if train:  # Rᵀ·G and D with their derivatives written out
+            T = env_product_train(R, G)  # (nf, n, 4, M)
+            if missing:
+                T = T + jnp.swapaxes(self._cut_share(empty, E, first, atype), -1, -2)
+            D = descriptor_product_train(T / self.nnei, self.axis_neuron)
+        else:
+            A = jnp.einsum("fnsm,fnsa->fnma", G, R, precision=PRECISION)  # (nf, n, M, 4)
+            if missing:
+                A = A + self._cut_share(empty, E, first, atype)
+            A = A / self.nnei
+            D = jnp.einsum("fnma,fnka->fnmk", A, A[:, :, : self.axis_neuron], precision=PRECISION)
         D = D.reshape(D.shape[:2] + (-1,))
         if self.concat_output_tebd:
             D = jnp.concatenate([D, table[ti]], axis=-1)
         return D
+
+    def _cut_share(self, empty, E, first, atype):
+        """Σ over the slots cut from the list of Gᵀ R, per atom: (nf, n, M, 4) from the empty slots' embeddings
+        (nt, U, k, M) and rows E (nt, k, 4) (:meth:`_empty_embedding`)."""
+        share = jnp.einsum("tukm,tka->tuma", empty, E, precision=PRECISION)  # (nt, U, M, 4)
+        u = padded_type(atype[:, :1], self.ntypes) if first else jnp.zeros_like(atype[:, :1])
+        return share[jnp.maximum(atype, 0), u]
 
     def _concat_input(self, s, neighbour, centre):
         """[s, T[t_j](, T[t_i])] broadcast over the slots: s (..., k, 1), the type rows (..., k or 1, tebd)."""
@@ -201,6 +215,36 @@ class DescriptorSeAtten(nn.Module):
         if self.smooth:
             return Gs, False
         return Gs * strip_table[:nt, :, None, :] + Gs, True
+
+
+def _pair_rows(table: jax.Array, ti: jax.Array, tj: jax.Array, train: bool) -> jax.Array:
+    """table[ti, tj]: (nf, n, nnei, M) rows of a (centre, neighbour) table (n1, n1, M) for centre rows ti (nf, n)
+    and neighbour rows tj (nf, n, nnei). On the training path a sum over the neighbour rows of selected
+    terms (the same numbers): a gather's transpose is a scatter-add, which XLA CPU runs element by element."""
+    if not train or table.shape[1] > 8:
+        return table[ti[:, :, None], tj]
+    rows = table[ti]  # (nf, n, n1, M): each atom's own
+    return sum(
+        jnp.where((tj == b)[..., None], rows[:, :, None, b, :], jnp.zeros((), table.dtype))
+        for b in range(table.shape[1])
+    )
+
+
+def _slot_embedding(net: EmbeddingNet, s: jax.Array, slope: bool) -> jax.Array:
+    """G(s) of the slots, s (..., 1) → (..., M); with ``slope`` (tanh nets, the training path) from the net's value
+    and slope in one pass (:mod:`jaxmd_dp.model.fast.embed_slope`): its derivative in s is G′, not a pass back
+    through the net (reverse mode, first derivatives in s only)."""
+    if not slope:
+        return net(s)
+    flat = s.reshape(-1, 1)
+    G, dG = net_value_and_slope(net, jax.lax.stop_gradient(flat))
+    return with_slope(G, dG, flat).reshape(s.shape[:-1] + G.shape[-1:])
+
+
+# The training step's XLA CPU options: YNNPACK for the matrix products only. Its reductions and element-wise
+# kernels took the attention's many row sums (softmax, layer norms, unit rows, and their derivatives) as
+# separate passes over the slots, where XLA's own loops fuse them with their producers.
+CPU_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_DOT"),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,7 +397,16 @@ class SeAtten(Descriptor):
         smoothing, the empty slots' embedding depends on it and their −davg/dstd rows (davg nonzero) carry it
         into D."""
         empty_reads_type = self.tebd_input_mode == "concat" or not self.smooth_type_embedding
-        return FastPaths(cut=True, merge=not empty_reads_type)
+        # per slot and layer the projections, 2·4·M·attn products; per pair of slots 2·(attn + M)
+        m, d = self.neuron[-1], self.attn
+        weight = (d + m) / (4.0 * m * d) if self.attn_layer else 0.0
+        return FastPaths(
+            cut=True,
+            merge=not empty_reads_type,
+            tiers=not empty_reads_type,
+            pair_weight=weight,
+            cpu_options=CPU_OPTIONS,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

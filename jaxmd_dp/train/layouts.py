@@ -22,7 +22,7 @@ from jaxmd_dp.data.system import System
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.geometry import neighbor
 from jaxmd_dp.model.energy import ModelHyper, Stats, type_capacity
-from jaxmd_dp.model.plan import keep_sizes, pack_sizes, shares_pairs, tabulates, uniform_empty
+from jaxmd_dp.model.plan import keep_sizes, pack_sizes, shares_pairs, tabulates, tier_sizes, uniform_empty
 from jaxmd_dp.train.merge import MergedShape, bucket_sizes, merged_capacity
 from jaxmd_dp.train.step import BatchLayout
 
@@ -150,8 +150,11 @@ def allocate_layouts(
             if pairs is None or (pack is None and not table and not cut)
             else keep_sizes(hyper, most[members].max(axis=0))
         )
+        tiers = None
         if merged:  # every shape's lists as the merged steps'
             keep = next(iter(merged.values()))[0][1].spec.sel
+        elif keep is not None and scan.ranked_nbor_per_system is not None:  # atoms in tiers of fewer slots
+            tiers = tier_sizes(hyper, np.max([scan.ranked_nbor_per_system[k] for k in members], axis=0), keep)
         spec = neighbor.allocate(coord, box, hyper.rcut, keep or hyper.sel)
         layouts[key] = BatchLayout(
             spec,
@@ -161,6 +164,7 @@ def allocate_layouts(
             table,
             uniform_empty=uniform,
             share=share and pack is not None,
+            tiers=tiers,
         )
     return layouts
 

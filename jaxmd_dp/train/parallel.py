@@ -217,7 +217,7 @@ def mesh_train_step(hyper, prefs, schedule, optimizer, mesh, ema_decay=None):
         out = {k: jnp.max(v, axis=0) if k == "nneigh_max" else v[0] for k, v in metrics.items()}
         return new_state, out
 
-    jitted = jax.jit(step, static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options())
+    jitted = jax.jit(step, static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options(hyper=hyper))
     replicated, by_worker = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
 
     def placed(state, stats, batch, layout):

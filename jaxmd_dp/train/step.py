@@ -52,13 +52,17 @@ class BatchLayout(NamedTuple):
     # (model.plan.uniform_empty): the empty slots' share from one row per section (with pack or table)
     share: bool = False  # with pack: the nets run once per pair of same-type atoms (geometry.pair_partner);
     # pack then bounds the pairs with each same-type pair counted once
+    tiers: tuple[tuple[int, int], ...] | None = None  # atoms sorted by neighbour count run in tiers of
+    # (atoms, slots) (model.plan.tier_sizes)
 
     @property
     def plan(self) -> ExecutionPlan:
         """The model's execution plan for batches of this layout, without the pair partners (a batch's own,
         given with ``share``); the list's slots ``spec.sel`` are the plan's ``keep``."""
         kernels = None if self.kernels == "auto" else self.kernels
-        return ExecutionPlan(self.capacity, kernels, self.pack, self.spec.sel, self.table, self.uniform_empty)
+        return ExecutionPlan(
+            self.capacity, kernels, self.pack, self.spec.sel, self.table, self.uniform_empty, tiers=self.tiers
+        )
 
 
 class TrainState(NamedTuple):
@@ -312,7 +316,10 @@ def make_train_step(
         return TrainState(state.step + 1, params, opt_state, first_bad, ema), metrics
 
     return jax.jit(
-        inline_trace(train_step), static_argnums=3, donate_argnums=0, compiler_options=train_compiler_options()
+        inline_trace(train_step),
+        static_argnums=3,
+        donate_argnums=0,
+        compiler_options=train_compiler_options(hyper=hyper),
     )
 
 
@@ -355,7 +362,11 @@ def eval_compiler_options(backend: str | None = None, few: bool = True) -> dict 
     return backend_options(tuple(wanted.items()), "cpu", backend) or train_compiler_options(backend)
 
 
-def train_compiler_options(backend: str | None = None) -> dict | None:
-    """The training step's options: XLA's defaults on the CPU; on a GPU no GEMM autotuning
-    (:data:`jaxmd_dp.runtime.compile_options.GPU_STEP_OPTIONS`, unless ``XLA_FLAGS`` sets the option)."""
-    return backend_options(tuple(GPU_STEP_OPTIONS.items()), "gpu", backend)
+def train_compiler_options(backend: str | None = None, hyper: ModelHyper | None = None) -> dict | None:
+    """The training step's options: on the CPU XLA's defaults, but for the descriptor's own
+    (``FastPaths.cpu_options`` of ``hyper``'s); on a GPU no GEMM autotuning
+    (:data:`jaxmd_dp.runtime.compile_options.GPU_STEP_OPTIONS`); an option ``XLA_FLAGS`` sets is left out."""
+    cpu = () if hyper is None else hyper.descriptor.fast_paths.cpu_options
+    return backend_options(tuple(GPU_STEP_OPTIONS.items()), "gpu", backend) or (
+        backend_options(cpu, "cpu", backend) if cpu else None
+    )

@@ -21,6 +21,7 @@ from jaxmd_dp.geometry.stats import sample_stat_frames
 from jaxmd_dp.md.neighbors import ModelNeighbors
 from jaxmd_dp.model.energy import ModelHyper, Stats, init_params, param_shapes, predict, predict_merged
 from jaxmd_dp.model.fitting_mixed import MixedFittingHyper
+from jaxmd_dp.model.plan import ExecutionPlan
 from jaxmd_dp.model.se_atten import SeAtten, SeAttenV2
 
 SMALL = {"rcut": 4.0, "rcut_smth": 0.5, "sel": 40, "neuron": [4, 8], "axis_neuron": 2, "attn": 6, "tebd_dim": 3}
@@ -305,6 +306,14 @@ def test_statistics_of_the_mixed_list():
     scan = neighbor_stat(systems, hyper.rcut, 2, rcut_smth=hyper.rcut_smth, sum_frames=idx)
     assert scan.max_nbor_any_per_system.shape == (1, 1) and int(scan.max_nbor_any_per_system[0, 0]) <= 60
     assert int(scan.max_nbor_any_per_system[0, 0]) > int(scan.max_nbor_per_system.max())  # any type: more
+    # the ranked profile: rank r's most neighbours over the frames, from every frame's built list
+    s3 = systems[0]
+    counts = np.asarray(
+        build(allocate(s3.coord, s3.box, 4.0, (60,), method="brute"), s3.coord, s3.box, s3.atype).nneigh
+    )
+    ranked = (-np.sort(-counts.sum(axis=-1), axis=-1)).max(axis=0)
+    np.testing.assert_array_equal(scan.ranked_nbor_per_system[0], ranked)
+    assert ranked[0] == scan.max_nbor_any_per_system[0, 0] and np.all(np.diff(ranked) <= 0) and ranked[-1] < ranked[0]
     d2, s2 = hyper.descriptor.env_stats(frames, 2, 0.01, scan=scan)
     np.testing.assert_allclose(d2, davg, rtol=1e-12)
     np.testing.assert_allclose(s2, dstd, rtol=1e-12)
@@ -327,8 +336,6 @@ def test_statistics_of_the_mixed_list():
 def test_cut_list_changes_no_number(kind):
     """The list cut to the slots the frame fills: the cut slots' share (empty rows whose embedding reads the
     first atom's type, here) is added from the empty rows, the numbers unchanged."""
-    from jaxmd_dp.model.plan import ExecutionPlan
-
     hyper, params, stats = _setup(kind)
     coord, box, atype = _water(1)
     out = _predict(hyper, params, stats, coord, box, atype)
@@ -337,3 +344,80 @@ def test_cut_list_changes_no_number(kind):
     cut = _jit_predict(hyper, params, stats, coord, box, atype, nl, plan=ExecutionPlan(keep=(36,)))
     for key in ("energy", "force", "virial", "atom_energy"):
         np.testing.assert_allclose(getattr(cut, key), getattr(out, key), rtol=1e-10, atol=1e-10, err_msg=key)
+
+
+# ------------------------------------------------------------------------------------------------ the training path
+def _loss_and_grad(hyper, stats, coord, box, atype, nl, plan):
+    """Energy, forces, virial and the weight gradient of a loss on energies and forces (the training step's
+    derivatives: forces through the coordinates, then the weights)."""
+
+    def loss(p):
+        out = predict(hyper, p, stats, jnp.asarray(coord), jnp.asarray(box), jnp.asarray(atype), nl, plan=plan)
+        return jnp.sum(out.energy**2) * 1e-6 + jnp.sum((out.force - 0.1) ** 2), out
+
+    return jax.jit(jax.value_and_grad(loss, has_aux=True))
+
+
+def _compare(got, want):
+    (l1, o1), g1 = got
+    (l0, o0), g0 = want
+    for key in ("energy", "force", "virial", "atom_energy"):
+        np.testing.assert_allclose(getattr(o1, key), getattr(o0, key), rtol=1e-10, atol=1e-10, err_msg=key)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g0), jax.tree_util.tree_leaves(g1)):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12 * float(np.abs(a).max()), err_msg=str(path))
+
+
+@functools.cache
+def _exact_v2():
+    """v2 on two water frames, the full list: (values and weight gradient of the plain path), the inputs."""
+    hyper, params, stats = _setup("v2")
+    coord, box, atype = _water(2)
+    nl = build(allocate(coord, box, hyper.rcut, hyper.sel, method="brute"), coord, box, atype)
+    return _loss_and_grad(hyper, stats, coord, box, atype, nl, ExecutionPlan())(params), (coord, box, atype)
+
+
+def test_training_path_in_tiers_changes_no_number():
+    """The training step's path (the list cut to the slots the frames fill, the embedding net's slope, the
+    written-out products) with the atoms in tiers of fewer slots (ExecutionPlan.tiers, sorted by their
+    neighbour count; tier_sizes from the frames' ranked counts): the plain path's energies, forces, virial
+    and weight gradient, in float64. And tiers that leave an atom out of its slots do change them."""
+    from jaxmd_dp.model.plan import tier_sizes
+
+    hyper, params, stats = _setup("v2")
+    want, (coord, box, atype) = _exact_v2()
+    counts = np.asarray(build(allocate(coord, box, hyper.rcut, hyper.sel, method="brute"), coord, box, atype).nneigh)
+    ranked = (-np.sort(-counts.sum(axis=-1), axis=-1)).max(axis=0)
+    keep = (int(ranked[0]),)  # the slots the frames fill
+    assert keep[0] < hyper.nnei
+    nl = build(allocate(coord, box, hyper.rcut, keep, method="brute"), coord, box, atype)
+    tiers = tier_sizes(hyper, ranked, keep, most=3)
+    assert tiers is not None and len(tiers) >= 2 and sum(a for a, _ in tiers) == atype.size
+    start = np.cumsum([0] + [a for a, _ in tiers])
+    assert all(ranked[start[g]] <= k for g, (_, k) in enumerate(tiers))  # every atom within its tier's slots
+    for plan in (ExecutionPlan(keep=keep), ExecutionPlan(keep=keep, tiers=tiers)):
+        _compare(_loss_and_grad(hyper, stats, coord, box, atype, nl, plan)(params), want)
+    short = ((tiers[0][0], keep[0]), (atype.size - tiers[0][0], 8))  # the second tier's atoms hold more
+    (_, bad), _ = _loss_and_grad(hyper, stats, coord, box, atype, nl, ExecutionPlan(keep=keep, tiers=short))(params)
+    assert float(np.abs(np.asarray(bad.force) - np.asarray(want[0][1].force)).max()) > 1e-6
+
+
+def test_tier_sizes():
+    """Tiers of whole multiples of 8 atoms and slots, every rank within its tier's slots, the first tier the
+    list's; none for a profile that one tier serves as well, nor for se_e2_a."""
+    from jaxmd_dp.model.plan import tier_sizes
+
+    hyper = model({"type": "se_atten_v2", "sel": 120})
+    ranked = np.concatenate([[108, 104, 101], np.linspace(100, 75, 189).astype(int)])
+    for most in (2, 3, 4):
+        tiers = tier_sizes(hyper, ranked, (112,), most)
+        assert 2 <= len(tiers) <= most and tiers[0][1] == 112 and sum(a for a, _ in tiers) == 192
+        start = np.cumsum([0] + [a for a, _ in tiers])
+        assert all(a % 8 == 0 and k % 8 == 0 for a, k in tiers)
+        assert all(ranked[start[g] :].max() <= k for g, (_, k) in enumerate(tiers))
+        assert [k for _, k in tiers] == sorted({k for _, k in tiers}, reverse=True)
+    assert tier_sizes(hyper, np.full(192, 110), (112,)) is None  # every atom fills the slots
+    assert tier_sizes(hyper, ranked, (112,), most=1) is None
+    se_e2_a = ModelHyper.from_deepmd(
+        {"type_map": ["O", "H"], "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut": 6.0}, "fitting_net": {}}
+    )
+    assert tier_sizes(se_e2_a, ranked, (112,)) is None

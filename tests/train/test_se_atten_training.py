@@ -76,12 +76,16 @@ def test_restart_is_exact(full_run, tmp_path):
 
 
 def test_cut_list_changes_no_number(full_run, tmp_path):
-    """The steps' lists hold the 112 slots the data fills of sel 120 (FastPaths.cut, training.pair_packing);
-    with every slot the run is the same."""
+    """The steps' lists hold the 112 slots the data fills of sel 120 (FastPaths.cut, training.pair_packing),
+    and the atoms run in tiers of fewer slots by their neighbour count (ExecutionPlan.tiers, from the
+    neighbour scan); with every slot and no tiers the run is the same."""
     trainer, full_out = full_run
     assert {lay.spec.sel for lay in trainer.layouts.values()} == {(112,)}
+    tiers = [lay.tiers for lay in trainer.layouts.values()]
+    assert all(t is not None and t[0] == (t[0][0], 112) and sum(a for a, _ in t) == 192 for t in tiers), tiers
     plain = Trainer(config("training.pair_packing=false", numb_steps=20), tmp_path, log=lambda *a: None)
     assert {lay.spec.sel for lay in plain.layouts.values()} == {(120,)}
+    assert all(lay.tiers is None for lay in plain.layouts.values())
     plain.fit(10)
     got = np.array(rows(tmp_path / "lcurve.out"), float)
     want = np.array(rows(full_out / "lcurve.out")[:3], float)
