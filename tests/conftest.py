@@ -1,6 +1,7 @@
 """Shared test set-up: float64 on, ``tests/`` importable (for ``shared_paths``), jax's persistent compilation
-cache as each test found it, and the ``jit_options`` fixture."""
+cache off between tests, and the ``jit_options`` fixture."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,23 +27,19 @@ def jit_options(monkeypatch):
     return made
 
 
-CACHE_OPTIONS = (
-    "jax_compilation_cache_dir",
-    "jax_persistent_cache_min_compile_time_secs",
-    "jax_compilation_cache_max_size",
-)
+# The command-line tools turn jax's persistent compilation cache on (by default); in the test process it is
+# turned off again after each test, and the in-process training tests compile their programs: a process that
+# writes and reads the cache's entries for about a thousand tests can abort inside XLA's executable
+# (de)serialization.
 
 
 @pytest.fixture(autouse=True)
-def compile_cache_as_found():
-    """A test that turns jax's persistent compilation cache on (the command-line tools do) leaves it as it
-    found it: the programs later tests compile in this process are neither written to nor loaded from the
-    directory of an earlier test."""
-    before = {k: getattr(jax.config, k) for k in CACHE_OPTIONS}
+def no_compile_cache_after():
+    """After each test (and whatever module fixture it set up), jax's persistent compilation cache off again
+    (unless jax's own ``$JAX_COMPILATION_CACHE_DIR`` turned it on for the whole run)."""
     yield
-    if any(getattr(jax.config, k) != v for k, v in before.items()):
+    if jax.config.jax_compilation_cache_dir is not None and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         from jax.experimental.compilation_cache import compilation_cache
 
-        for k, v in before.items():
-            jax.config.update(k, v)
+        jax.config.update("jax_compilation_cache_dir", None)
         compilation_cache.reset_cache()
