@@ -1,6 +1,7 @@
 """Shared test set-up: float64 on, ``tests/`` importable (for ``shared_paths``), jax's persistent compilation
 cache off between tests, and the ``jit_options`` fixture."""
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -43,3 +44,13 @@ def no_compile_cache_after():
 
         jax.config.update("jax_compilation_cache_dir", None)
         compilation_cache.reset_cache()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def free_compiled_programs():
+    """After each test module, the programs jax compiled for it freed (``jax.clear_caches``): one process runs
+    the whole suite, and XLA's CPU compiler crashed the process (in a compile, or in serialising or loading
+    an executable) after about a thousand tests had kept every program they compiled alive."""
+    yield
+    jax.clear_caches()
+    gc.collect()
