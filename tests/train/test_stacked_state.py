@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from many_types_data import ALMGCU_6, write_system
 from shared_paths import require
+from tiny import LOSS_EFV
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.model.energy import ModelHyper, init_params
@@ -52,14 +53,7 @@ def config(system):
         {
             "model": model_section(),
             "learning_rate": {"start_lr": 1e-2, "stop_lr": 1e-4, "decay_steps": 2},
-            "loss": {
-                "start_pref_e": 0.02,
-                "limit_pref_e": 1,
-                "start_pref_f": 1000,
-                "limit_pref_f": 1,
-                "start_pref_v": 0.02,
-                "limit_pref_v": 1,
-            },
+            "loss": dict(LOSS_EFV),
             "training": {
                 "training_data": {"systems": [str(system)], "batch_size": 1},
                 "numb_steps": STEPS,

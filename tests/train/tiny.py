@@ -4,6 +4,16 @@ import json
 
 from shared_paths import require
 
+# DeePMD-kit's energy, force and virial prefactors of the small training tests
+LOSS_EFV = {
+    "start_pref_e": 0.02,
+    "limit_pref_e": 1,
+    "start_pref_f": 1000,
+    "limit_pref_f": 1,
+    "start_pref_v": 0.02,
+    "limit_pref_v": 1,
+}
+
 
 def tiny_cu_dict(numb_steps=40, **training):
     """A DeePMD-kit-style input dict: one Cu system, small nets, frequent lcurve lines and checkpoints."""
@@ -25,14 +35,7 @@ def tiny_cu_dict(numb_steps=40, **training):
             "data_stat_nbatch": 2,
         },
         "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-4, "decay_steps": 10},
-        "loss": {
-            "start_pref_e": 0.02,
-            "limit_pref_e": 1,
-            "start_pref_f": 1000,
-            "limit_pref_f": 1,
-            "start_pref_v": 0.02,
-            "limit_pref_v": 1,
-        },
+        "loss": dict(LOSS_EFV),
         "training": {
             "training_data": {"systems": [str(cu / "iter.000000/02.fp/data.000")], "batch_size": 1},
             "validation_data": {"systems": [str(cu / "iter.000016/02.fp/data.000")], "batch_size": 1, "numb_btch": 1},
