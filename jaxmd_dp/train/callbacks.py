@@ -120,7 +120,11 @@ class SelCheck(Callback):
         self.counts = []  # each step's nneigh_max (device arrays), folded into nmax at each window
 
     def on_step(self, trainer, step, batch, metrics):
-        self.counts.append(metrics["nneigh_max"])
+        chunk = getattr(metrics, "chunk", None)  # a step of several run in one dispatch (train.multi_step)
+        if chunk is None:
+            self.counts.append(metrics["nneigh_max"])
+        elif chunk[1] == 0:  # the chunk's counts, once, at its first step: one device op, not one per step
+            self.counts.append(chunk[0]["nneigh_max"].max(axis=0))
         if len(self.counts) >= 100:  # a long display interval: fold the oldest (done by now) into nmax
             self.nmax = np.max([self.nmax, *map(np.asarray, self.counts[:50])], axis=0)
             del self.counts[:50]

@@ -39,6 +39,7 @@ from jaxmd_dp.train.ema import ema_checkpoint_dir
 from jaxmd_dp.train.guards import NanGuard, StopSignals, TrainingDiverged
 from jaxmd_dp.train.layouts import box_fits, plan_layouts
 from jaxmd_dp.train.loss import LossPrefs
+from jaxmd_dp.train.multi_step import StepMetrics, chunk_inputs, chunk_length, make_train_steps
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.prefetch import BatchesAhead
@@ -169,6 +170,14 @@ class Trainer:
         self.train_step = self.workers.make_train_step(
             self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay=ema_decay
         )
+        self.train_steps = None  # training.steps_per_dispatch > 1: K steps per dispatch (train.multi_step)
+        if tc.steps_per_dispatch > 1:
+            if self.workers.size > 1 or self.workers.mesh is not None or not self.batches.plain:
+                raise InputError(
+                    f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch "
+                    f"need one worker (this run has {self.workers.size}); leave it at 1"
+                )
+            self.train_steps = make_train_steps(self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay)
         # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
         self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
         self.eval_step = make_eval_step(
@@ -253,7 +262,7 @@ class Trainer:
         guard, signals = NanGuard(), StopSignals()
         stopping = None  # the signal all processes agreed to stop on
         ahead = BatchesAhead(self.prepare)
-        pending = None  # the next step's batch, drawn and being prepared on the thread
+        pending: list = []  # the next dispatch's batches, drawn and being prepared on the thread
         windows: list[tuple[int, float]] = []  # (steps, seconds) of each learning-curve window
         t_window, last_window = time.perf_counter(), start
         begun: list[Callback] = []
@@ -262,28 +271,32 @@ class Trainer:
                 cb.on_train_begin(self, start, total)
                 begun.append(cb)
             while step < total and not stopping and self.stop_reason is None:
-                if pending is None:  # [data parallel] this process's workers' batches
-                    pending = ahead.submit(self.batches.next())
-                batch, arrays, layout = pending.result()  # lists built once per frame, not in every step
-                pending = None
+                if not pending:  # [data parallel] this process's workers' batches
+                    pending = [ahead.submit(self.batches.next()) for _ in range(self._dispatch_length(step, total))]
+                items = [p.result() for p in pending]  # lists built once per frame, not in every step
+                pending = []
                 if step == 0 and self.workers.is_writer and self.valid_data is not None and self.workers.mesh is None:
                     # the step traced and lowered first: its call below finds both in jax's caches and
                     # compiles, while the thread started here traces and compiles the evaluation step
+                    _, arrays, layout = items[0]
                     self.train_step.trace(self.state, self.stats, arrays, layout).lower()
                     self._valid_ahead = self._prepare_validation_ahead()
-                self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
-                guard.record(step, batch)
-                step += 1
+                steps = self._run(items)
+                for i, (batch, _, _) in enumerate(items):
+                    guard.record(step + i, batch)
+                step += len(items)
                 window = is_window(step, total, tc.disp_freq)
                 save = step % tc.save_freq == 0 or step == total
                 stopping = signals.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, window or save)
                 if step < total and not (save or stopping or (window and exact_windows)):
-                    pending = ahead.submit(self.batches.next())  # prepared while this step runs; else drawn
-                    # after the checkpoint's sampler state
-                if step == start + 1:  # the first call compiles the step
-                    self._report_first_step(t_window, batch, arrays, layout)
-                for cb in self.callbacks:
-                    cb.on_step(self, step, batch, metrics)
+                    # prepared while these steps run; else drawn after the checkpoint's sampler state
+                    pending = [ahead.submit(self.batches.next()) for _ in range(self._dispatch_length(step, total))]
+                if step == start + len(items):  # the first call compiles the step
+                    self._report_first_step(t_window, items)
+                for i, ((batch, _, _), metrics) in enumerate(zip(items, steps)):
+                    for cb in self.callbacks:
+                        cb.on_step(self, step - len(items) + 1 + i, batch, metrics)
+                metrics = steps[-1]
                 if window or save or stopping:
                     guard.check(self.state, self.train_systems, self.checkpointer)
                 if window:
@@ -309,6 +322,27 @@ class Trainer:
         for line in format_outcome(summary):
             self.log(line)
         return summary
+
+    def _dispatch_length(self, step: int, total: int) -> int:
+        """How many steps the next dispatch runs (:func:`jaxmd_dp.train.multi_step.chunk_length`)."""
+        tc = self.config.training
+        if self.train_steps is None:
+            return 1
+        return chunk_length(step, total, tc.steps_per_dispatch, tc.disp_freq, tc.save_freq)
+
+    def _run(self, items: list) -> list:
+        """Run the steps of the prepared batches ``items`` ((batch, arrays, layout) each): as one chunk
+        where they can be (:func:`jaxmd_dp.train.multi_step.chunk_inputs`), else one call each. Returns
+        each step's metrics."""
+        chunk = chunk_inputs(items) if len(items) > 1 else None
+        if chunk is not None:
+            self.state, stacked = self.train_steps(self.state, self.stats, *chunk)
+            return [StepMetrics(stacked, i) for i in range(len(items))]
+        steps = []
+        for _, arrays, layout in items:
+            self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
+            steps.append(metrics)
+        return steps
 
     def request_stop(self, reason: str) -> None:
         """End the run after the current step, with a checkpoint of it (a callback's call, e.g.
@@ -352,13 +386,18 @@ class Trainer:
         per = _steady_rate(windows)
         return Window(step, train, valid, lr, now - t_window, (total - step) * per if per else 0.0, valid_loss)
 
-    def _report_first_step(self, t0: float, batch: dict, arrays: dict, layout: BatchLayout) -> None:
-        """The first step's time (with its compilation; ``t0``: when it started) and XLA's FLOPs estimate."""
+    def _report_first_step(self, t0: float, items: list) -> None:
+        """The first dispatch's time (with its compilation; ``t0``: when it started) and, after a single
+        step, XLA's FLOPs estimate (``items``: its prepared batches)."""
         jax.block_until_ready(self.state.step)
         self.first_step_s = time.perf_counter() - t0
-        self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
+        if len(items) == 1:
+            self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
+        else:  # a chunk's (a restart at a multiple of steps_per_dispatch): the single step is not compiled
+            self.log(f"first {len(items)} training steps (including compilation): {self.first_step_s:.1f} s")
+            return
         if self.workers.is_writer or self.workers.log_mode != "master":
-            self._log_step_cost(batch, arrays, layout)
+            self._log_step_cost(*items[0])
 
     def _log_step_cost(self, batch: dict, arrays: dict, layout: BatchLayout) -> None:
         """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch; arrays

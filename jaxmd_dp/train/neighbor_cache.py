@@ -169,6 +169,10 @@ class StoreRef:
     def items(self):
         return self.arrays().items()
 
+    def same_group(self, other: StoreRef) -> bool:
+        """Whether both read the same live :class:`_Group` (batches of one group can run in one chunk)."""
+        return self._group is not None and self._group is other._group
+
 
 jax.tree_util.register_pytree_node(
     StoreRef, lambda ref: ((ref.arrays(),), None), lambda _, children: StoreRef(arrays=children[0])

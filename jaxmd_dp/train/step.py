@@ -275,16 +275,16 @@ def all_finite(tree) -> jax.Array:
     return jnp.isfinite(sum(jnp.sum(x * 0) for x in jax.tree_util.tree_leaves(pack(tree))))
 
 
-@functools.lru_cache(maxsize=16)
-def make_train_step(
+def train_step_body(
     hyper: ModelHyper,
     prefs: LossPrefs,
     schedule: Schedule,
     optimizer,
     grad_reduce: Callable | None = None,
     ema_decay: float | None = None,
-):
-    """Returns ``train_step(state, stats, batch, layout) -> (state, metrics)`` (jitted, layout static).
+) -> Callable:
+    """``train_step(state, stats, batch, layout) -> (state, metrics)``, not jitted: the body that
+    :func:`make_train_step` jits and :func:`jaxmd_dp.train.multi_step.make_train_steps` scans.
 
     The metrics are those of the batch before the update (as DeePMD-kit's lcurve ``*_trn``), at the
     learning rate of this step; ``lr`` is included. Prefactors follow lr / start_lr of ``schedule``, so a
@@ -315,8 +315,22 @@ def make_train_step(
             ema = jax.tree_util.tree_map(lambda e, m: jnp.where(keep, e, m), state.ema, moved)
         return TrainState(state.step + 1, params, opt_state, first_bad, ema), metrics
 
+    return train_step
+
+
+@functools.lru_cache(maxsize=16)
+def make_train_step(
+    hyper: ModelHyper,
+    prefs: LossPrefs,
+    schedule: Schedule,
+    optimizer,
+    grad_reduce: Callable | None = None,
+    ema_decay: float | None = None,
+):
+    """Returns ``train_step(state, stats, batch, layout) -> (state, metrics)`` (:func:`train_step_body`,
+    jitted, layout static, the state donated)."""
     return jax.jit(
-        inline_trace(train_step),
+        inline_trace(train_step_body(hyper, prefs, schedule, optimizer, grad_reduce, ema_decay)),
         static_argnums=3,
         donate_argnums=0,
         compiler_options=train_compiler_options(hyper=hyper),

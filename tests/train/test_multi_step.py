@@ -1,0 +1,131 @@
+"""Several training steps per dispatch (``training.steps_per_dispatch``, ``train.multi_step``): the same
+learning curve and checkpoints as one step per dispatch (water and Cu, float64, to 1e-12), exact restarts
+from a checkpoint mid-run, the NaN guard's step, and the key's checks."""
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+from shared_paths import require
+from train.tiny import small_water_model, tiny_cu_dict
+
+from jaxmd_dp.config import config_from_dict
+from jaxmd_dp.errors import InputError
+from jaxmd_dp.train import Trainer
+from jaxmd_dp.train.checkpoint import checkpoint_steps, load_model_from_checkpoint
+from jaxmd_dp.train.loop import TrainingDiverged
+from jaxmd_dp.train.multi_step import chunk_length
+
+STEPS = 60
+K = 5
+
+
+def water_dict(**training):
+    water = require("water")
+    d = tiny_cu_dict(STEPS, **training)
+    d["model"] = small_water_model()
+    d["loss"] = {**d["loss"], "start_pref_v": 0, "limit_pref_v": 0}
+    d["training"]["training_data"]["systems"] = [str(water / f"data_{i}") for i in range(3)]
+    d["training"]["validation_data"]["systems"] = [str(water / "data_3")]
+    return d
+
+
+INPUTS = {"water": water_dict, "cu": lambda **t: tiny_cu_dict(STEPS, **t)}
+
+
+def _quiet(*a, **k):
+    pass
+
+
+def rows(path):
+    return [ln.split() for ln in path.read_text().splitlines() if not ln.startswith("#")]
+
+
+def params(out):
+    return jax.tree_util.tree_leaves(load_model_from_checkpoint(out)[1])
+
+
+@pytest.fixture(scope="module", params=sorted(INPUTS))
+def runs(request, tmp_path_factory):
+    """(name, {1: (out, trainer), K: (out, trainer)}): the input trained 60 steps one step and K steps per
+    dispatch."""
+    out = {}
+    for k in (1, K):
+        d = tmp_path_factory.mktemp(f"{request.param}_k{k}")
+        trainer = Trainer(config_from_dict(INPUTS[request.param](steps_per_dispatch=k)), d, log=_quiet)
+        trainer.fit()
+        out[k] = (d, trainer)
+    return request.param, out
+
+
+def test_chunk_length_stops_at_lines_checkpoints_and_the_end():
+    # disp_freq 10, save_freq 20, K 5: aligned chunks that end on (or before) a line/checkpoint
+    assert [chunk_length(s, 40, 5, 10, 20) for s in (0, 1, 5, 10, 15, 35, 36)] == [1, 1, 5, 5, 5, 5, 1]
+    assert chunk_length(0, 40, 5, 1000, 1000) == 1  # the line at step 1
+    assert chunk_length(5, 8, 5, 1000, 1000) == 1  # the run's end inside
+    assert chunk_length(10, 40, 5, 10, 12) == 1  # a checkpoint at 12 inside
+    assert chunk_length(10, 40, 1, 10, 20) == 1
+
+
+def test_chunks_give_the_learning_curve_of_single_steps(runs):
+    name, out = runs
+    one, many = rows(out[1][0] / "lcurve.out"), rows(out[K][0] / "lcurve.out")
+    assert [r[0] for r in one] == [r[0] for r in many] and len(one) == STEPS // 5 + 1
+    a, b = np.array(one, float), np.array(many, float)
+    np.testing.assert_allclose(b, a, rtol=1e-12, atol=0, err_msg=name)
+    for x, y in zip(params(out[1][0]), params(out[K][0])):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-15)
+    # the chunk's program ran (it was compiled), and checkpoints are at the same steps
+    assert out[K][1].train_steps._cache_size() == 1 and out[1][1].train_steps is None
+    assert checkpoint_steps(out[1][0] / "model.ckpt") == checkpoint_steps(out[K][0] / "model.ckpt")
+
+
+def test_restart_mid_run_is_exact(runs, tmp_path):
+    name, out = runs
+    cfg = config_from_dict(INPUTS[name](steps_per_dispatch=K))
+    Trainer(cfg, tmp_path, log=_quiet).fit(30)
+    Trainer(cfg, tmp_path, restart=tmp_path, log=_quiet).fit()
+    assert rows(tmp_path / "lcurve.out") == rows(out[K][0] / "lcurve.out")
+    assert all(np.array_equal(x, y) for x, y in zip(params(tmp_path), params(out[K][0])))
+
+
+def test_nan_inside_a_chunk_stops_at_its_step(tmp_path):
+    trainer = Trainer(config_from_dict(tiny_cu_dict(40, steps_per_dispatch=K)), tmp_path / "run", log=_quiet)
+    probe = copy.deepcopy(trainer.train_data)  # the same draws as the trainer's
+    draws = [probe.next_batch()["frames"] for _ in range(13)]
+    assert not set(draws[12]) & set(np.concatenate(draws[:12]))  # a frame first drawn at step index 12
+    trainer.train_systems[0].force[draws[12]] = np.nan  # step 13: inside the chunk of steps 11-15
+    with pytest.raises(TrainingDiverged, match=r"step 13: loss or gradient is not finite .*checkpoint \(10\)"):
+        trainer.fit()
+    assert checkpoint_steps(tmp_path / "run" / "model.ckpt") == [10]
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(trainer.state.params))
+
+
+def test_steps_per_dispatch_must_divide_disp_freq():
+    with pytest.raises(InputError, match=r"training.steps_per_dispatch': 3 does not divide training.disp_freq \(5\)"):
+        config_from_dict(tiny_cu_dict(steps_per_dispatch=3))
+
+
+def test_sel_check_reads_a_chunks_counts_once():
+    """SelCheck takes a chunk's neighbour counts at its first step, all of its steps' at once."""
+    from types import SimpleNamespace
+
+    from jaxmd_dp.train.callbacks import SelCheck
+    from jaxmd_dp.train.multi_step import StepMetrics
+
+    lines = []
+    trainer = SimpleNamespace(
+        hyper=SimpleNamespace(sel=(8, 8), type_map=("A", "B")),
+        config=SimpleNamespace(training=SimpleNamespace(strict_sel=False)),
+        log=lines.append,
+    )
+    check = SelCheck()
+    check.on_train_begin(trainer, 0, 3)
+    stacked = {"nneigh_max": jax.numpy.asarray([[3, 2], [9, 1], [5, 4]], jax.numpy.int32)}
+    for i in range(3):
+        check.on_step(trainer, i + 1, {}, StepMetrics(stacked, i))
+    assert len(check.counts) == 1
+    check.on_window(trainer, SimpleNamespace(step=3))
+    assert check.nmax.tolist() == [9, 4]
+    assert len(lines) == 1 and "reached [9, 4] > sel [8, 8]" in lines[0] and "at least [9, 8]" in lines[0]
