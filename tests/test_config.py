@@ -226,7 +226,7 @@ def test_defaults_filled():
             "neighbor_cache_mb": 2048,
             "merge_batches": True,
             "gradient_max_norm": None, "enable_ema": False, "ema_decay": 0.999, "ema_ckpt_keep": None,
-            "keep_best": False, "early_stop": 0, "steps_per_dispatch": 1,
+            "keep_best": False, "early_stop": 0, "steps_per_dispatch": "auto",
         },
     }  # fmt: skip
 

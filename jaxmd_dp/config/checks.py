@@ -170,6 +170,15 @@ def sel_rule(v: Any) -> tuple[int, ...] | str:
     return list_of(pos_int, "positive integers (one per type)")(v)
 
 
+def steps_rule(v: Any) -> int | str:
+    """A positive int or "auto" (``training.steps_per_dispatch``)."""
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise Bad(f'expected a positive integer or "auto", got {show(v)}')
+    return v
+
+
 def system_paths(v: Any) -> tuple[str, ...] | str:
     if isinstance(v, os.PathLike):
         v = os.fspath(v)

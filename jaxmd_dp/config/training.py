@@ -21,6 +21,7 @@ from jaxmd_dp.config.checks import (
     optional,
     pos_float,
     pos_int,
+    steps_rule,
     system_paths,
     table_nodes,
     text,
@@ -136,7 +137,8 @@ class TrainingConfig(Section):
     steps_per_dispatch (jaxmd_dp): K > 1 runs K training steps per call of the compiled step (a
     ``lax.scan``), where its K batches are alike and on the device and no learning-curve line or checkpoint
     falls inside (:mod:`jaxmd_dp.train.multi_step`; same results to rounding); a divisor of disp_freq; one
-    worker only.
+    worker only. "auto": the largest divisor of disp_freq up to 10 for runs of one worker and at least
+    :data:`~jaxmd_dp.train.multi_step.AUTO_MIN_STEPS` steps, else 1.
     merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
     lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
     compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one
@@ -200,7 +202,7 @@ class TrainingConfig(Section):
     ema_ckpt_keep: int | None = entry(optional(pos_int), None)
     keep_best: bool = entry(boolean, False)
     early_stop: int = entry(nonneg_int, 0)
-    steps_per_dispatch: int = entry(pos_int, 1)
+    steps_per_dispatch: int | str = entry(steps_rule, "auto")
 
     def _check(self) -> None:
         if self.numb_steps is not None and self.numb_epoch is not None:
@@ -210,7 +212,7 @@ class TrainingConfig(Section):
         for key in ("keep_best", "early_stop"):
             if getattr(self, key) and (self.validation_data is None or not self.disp_training):
                 raise key_error(f"training.{key}", "needs validation (training.validation_data and disp_training)")
-        if self.disp_freq % self.steps_per_dispatch:
+        if self.steps_per_dispatch != "auto" and self.disp_freq % self.steps_per_dispatch:
             raise key_error(
                 "training.steps_per_dispatch",
                 f"{self.steps_per_dispatch} does not divide training.disp_freq ({self.disp_freq})",

@@ -39,7 +39,7 @@ from jaxmd_dp.train.ema import ema_checkpoint_dir
 from jaxmd_dp.train.guards import NanGuard, StopSignals, TrainingDiverged
 from jaxmd_dp.train.layouts import box_fits, plan_layouts
 from jaxmd_dp.train.loss import LossPrefs
-from jaxmd_dp.train.multi_step import StepMetrics, chunk_inputs, chunk_length, make_train_steps
+from jaxmd_dp.train.multi_step import StepMetrics, chunk_inputs, chunk_length, make_train_steps, steps_per_dispatch
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.prefetch import BatchesAhead
@@ -170,14 +170,18 @@ class Trainer:
         self.train_step = self.workers.make_train_step(
             self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay=ema_decay
         )
-        self.train_steps = None  # training.steps_per_dispatch > 1: K steps per dispatch (train.multi_step)
-        if tc.steps_per_dispatch > 1:
-            if self.workers.size > 1 or self.workers.mesh is not None or not self.batches.plain:
-                raise InputError(
-                    f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch "
-                    f"need one worker (this run has {self.workers.size}); leave it at 1"
-                )
+        # training.steps_per_dispatch: K > 1 steps per dispatch where the batches allow (train.multi_step)
+        one_worker = self.workers.size == 1 and self.workers.mesh is None and self.batches.plain
+        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, tc.numb_steps, tc.disp_freq, one_worker)
+        if self.steps_per_dispatch > 1 and not one_worker:
+            raise InputError(
+                f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch "
+                f"need one worker (this run has {self.workers.size}); set it to 1 or auto"
+            )
+        self.train_steps = None
+        if self.steps_per_dispatch > 1:
             self.train_steps = make_train_steps(self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay)
+        self.chunked_steps = 0  # steps run in chunks of steps_per_dispatch by fit
         # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
         self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
         self.eval_step = make_eval_step(
@@ -256,6 +260,7 @@ class Trainer:
         self._open_outputs(start)
         self._load_callback_states()
         self.stop_reason = None
+        self.chunked_steps = 0
         # with a callback that may save (keep_best) or stop (early_stop) at a learning-curve line, the next
         # batch is drawn after it, so that the sampler states saved then are those of the step
         exact_windows = tc.keep_best or tc.early_stop > 0
@@ -328,7 +333,7 @@ class Trainer:
         tc = self.config.training
         if self.train_steps is None:
             return 1
-        return chunk_length(step, total, tc.steps_per_dispatch, tc.disp_freq, tc.save_freq)
+        return chunk_length(step, total, self.steps_per_dispatch, tc.disp_freq, tc.save_freq)
 
     def _run(self, items: list) -> list:
         """Run the steps of the prepared batches ``items`` ((batch, arrays, layout) each): as one chunk
@@ -337,6 +342,7 @@ class Trainer:
         chunk = chunk_inputs(items) if len(items) > 1 else None
         if chunk is not None:
             self.state, stacked = self.train_steps(self.state, self.stats, *chunk)
+            self.chunked_steps += len(items)
             return [StepMetrics(stacked, i) for i in range(len(items))]
         steps = []
         for _, arrays, layout in items:
@@ -417,7 +423,12 @@ class Trainer:
         steps = sum(n for n, _ in windows)
         if per and self.config.training.time_training and self.config.training.disp_training:
             self.log(f"average training time: {per:.4f} s/batch (excluding the first window)")
+        if self.steps_per_dispatch > 1:
+            k = self.steps_per_dispatch
+            self.log(f"steps per dispatch: {k} ({self.chunked_steps} of {steps} steps ran {k} per dispatch)")
         return {
+            "steps_per_dispatch": self.steps_per_dispatch,
+            "chunked_steps": self.chunked_steps,
             "steps": steps,
             "s_per_step": per,
             "first_window_s": windows[0][1] if windows else None,

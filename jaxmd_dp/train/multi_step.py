@@ -52,6 +52,21 @@ def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None 
     return jax.jit(train_steps, static_argnums=6, donate_argnums=0, compiler_options=options)
 
 
+AUTO_MIN_STEPS = 5000  # "auto" chunks runs this long: the chunk's program is a second compile (water se_e2_a
+# on the CPU: 8 s), which the steps' saved host time (about 9 ms a step there) pays back within ~1,000 steps
+AUTO_MAX_K = 10
+
+
+def steps_per_dispatch(rule: int | str, numb_steps: int, disp_freq: int, one_worker: bool) -> int:
+    """K of ``training.steps_per_dispatch``: as given, or for "auto" the largest divisor of ``disp_freq`` up
+    to :data:`AUTO_MAX_K` when the run has one worker and :data:`AUTO_MIN_STEPS` steps or more, else 1."""
+    if rule != "auto":
+        return int(rule)
+    if not one_worker or numb_steps < AUTO_MIN_STEPS:
+        return 1
+    return max(k for k in range(1, AUTO_MAX_K + 1) if disp_freq % k == 0)
+
+
 def chunk_length(step: int, total: int, k: int, disp_freq: int, save_freq: int) -> int:
     """How many steps the dispatch after ``step`` steps runs: ``k`` when ``step`` is a multiple of ``k``
     and of the next ``k`` steps none but the last is a learning-curve line, a checkpoint or the run's end

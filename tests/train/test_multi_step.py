@@ -15,7 +15,7 @@ from jaxmd_dp.errors import InputError
 from jaxmd_dp.train import Trainer
 from jaxmd_dp.train.checkpoint import checkpoint_steps, load_model_from_checkpoint
 from jaxmd_dp.train.loop import TrainingDiverged
-from jaxmd_dp.train.multi_step import chunk_length
+from jaxmd_dp.train.multi_step import AUTO_MIN_STEPS, chunk_length, steps_per_dispatch
 
 STEPS = 60
 K = 5
@@ -68,6 +68,17 @@ def test_chunk_length_stops_at_lines_checkpoints_and_the_end():
     assert chunk_length(10, 40, 1, 10, 20) == 1
 
 
+def test_auto_chunks_long_runs_of_one_worker():
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 100, True) == 10
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 1000, True) == 10
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 12, True) == 6  # the largest divisor up to 10
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 7, True) == 7
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 11, True) == 1
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS - 1, 100, True) == 1  # a short run: no second compile
+    assert steps_per_dispatch("auto", AUTO_MIN_STEPS, 100, False) == 1  # data parallel
+    assert steps_per_dispatch(5, 10, 100, True) == 5
+
+
 def test_chunks_give_the_learning_curve_of_single_steps(runs):
     name, out = runs
     one, many = rows(out[1][0] / "lcurve.out"), rows(out[K][0] / "lcurve.out")
@@ -78,6 +89,7 @@ def test_chunks_give_the_learning_curve_of_single_steps(runs):
         np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-15)
     # the chunk's program ran (it was compiled), and checkpoints are at the same steps
     assert out[K][1].train_steps._cache_size() == 1 and out[1][1].train_steps is None
+    assert out[K][1].chunked_steps == STEPS - K  # all but steps 1 to K (the line at step 1 comes first)
     assert checkpoint_steps(out[1][0] / "model.ckpt") == checkpoint_steps(out[K][0] / "model.ckpt")
 
 
@@ -105,6 +117,9 @@ def test_nan_inside_a_chunk_stops_at_its_step(tmp_path):
 def test_steps_per_dispatch_must_divide_disp_freq():
     with pytest.raises(InputError, match=r"training.steps_per_dispatch': 3 does not divide training.disp_freq \(5\)"):
         config_from_dict(tiny_cu_dict(steps_per_dispatch=3))
+    for bad in (0, "10", 2.0):
+        with pytest.raises(InputError, match=r"training.steps_per_dispatch"):
+            config_from_dict(tiny_cu_dict(steps_per_dispatch=bad))
 
 
 def test_sel_check_reads_a_chunks_counts_once():
@@ -129,3 +144,18 @@ def test_sel_check_reads_a_chunks_counts_once():
     check.on_window(trainer, SimpleNamespace(step=3))
     assert check.nmax.tolist() == [9, 4]
     assert len(lines) == 1 and "reached [9, 4] > sel [8, 8]" in lines[0] and "at least [9, 8]" in lines[0]
+
+
+def test_batches_of_two_shapes_run_one_per_dispatch_alike(tmp_path):
+    """Two Cu systems of 32 and 16 atoms (batches merged into one padded shape, not rows of the store):
+    the steps run one per dispatch, and the learning curve is that of steps_per_dispatch 1."""
+    cu = require("cu_asc22")
+    lines = {}
+    for k in (1, K):
+        d = tiny_cu_dict(20, steps_per_dispatch=k)
+        d["training"]["training_data"]["systems"] += [str(cu / "iter.000000/02.fp/data.008")]
+        trainer = Trainer(config_from_dict(d), tmp_path / f"k{k}", log=_quiet)
+        trainer.fit()
+        lines[k] = rows(tmp_path / f"k{k}" / "lcurve.out")
+    assert trainer.chunked_steps == 0
+    assert lines[1] == lines[K]
