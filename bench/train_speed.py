@@ -3,6 +3,7 @@
     .venv/bin/python bench/train_speed.py [--inputs water copper almgcu] [--steps 200] [--repeats 2]
                                          [--precision float64 float32] [--backends tf pt] [--ours-only]
                                          [--table 64] [--checkout NAME=DIR ...]
+                                         [--ours-override NAME:KEY=VALUE ...]
 
 For each input of ../shared/bench (water_se_e2_a.json, copper_asc22.json, almgcu.json, and DeePMD-kit's
 DPA-1 example water_se_atten_v2.json as ``--inputs water_se_atten_v2``, not run by default: DeePMD-kit takes
@@ -22,6 +23,8 @@ achieved GFLOP/s against a 2048² matmul measured in this run. ``--table N`` add
 the table: per input and precision the fastest DeePMD-kit backend and how many times faster each of ours is,
 and our float32 ÷ float64. ``--checkout old=/tmp/old`` adds runs of another checkout's jaxmd_dp (code
 ``jaxmd_dp-old``, run from that directory), in turn with this one's: old against new in one run.
+``--ours-override k10:training.steps_per_dispatch=10`` adds runs of ours with that config key set (code
+``jaxmd_dp-k10``), in turn with the others.
 """
 
 from __future__ import annotations
@@ -209,7 +212,18 @@ def main(argv=None) -> int:
         metavar="NAME=DIR",
         help="also run the jaxmd_dp of another checkout DIR, as code jaxmd_dp-NAME",
     )
+    p.add_argument(
+        "--ours-override",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE",
+        help="also run ours with config key KEY set to VALUE, as code jaxmd_dp-NAME",
+    )
     args = p.parse_args(argv)
+    overrides = {}
+    for item in args.ours_override:
+        name, _, kv = item.partition(":")
+        overrides[f"jaxmd_dp-{name}"] = [kv]
     others = {}
     for item in args.checkout:
         name, _, path = item.partition("=")
@@ -226,12 +240,13 @@ def main(argv=None) -> int:
             inp = write_input(name, args.steps, args.disp, prec, out)
             codes = [("jaxmd_dp", None)] + [(c, "checkout") for c in others]
             codes += [("jaxmd_dp-table", "table")] if args.table else []
+            codes += [(c, "override") for c in overrides]
             codes += [] if args.ours_only else [(f"deepmd-{b}", b) for b in args.backends]
             res: dict[str, list[dict]] = {c: [] for c, _ in codes}
             caches = {
                 c: out / f"xla_cache_{name}_{prec}{c.removeprefix('jaxmd_dp')}"
                 for c, b in codes
-                if b in (None, "table", "checkout")
+                if b in (None, "table", "checkout", "override")
             }
             for rep in range(args.repeats):
                 if rep < args.cold:  # our first runs compile (cold), later ones load (warm)
@@ -239,8 +254,9 @@ def main(argv=None) -> int:
                         shutil.rmtree(cache, ignore_errors=True)
                 for code, backend in codes:
                     d = out / f"{name}_{prec}_{code}_{rep}"
-                    if backend in (None, "table", "checkout"):
+                    if backend in (None, "table", "checkout", "override"):
                         extra = [f"training.embedding_table={args.table}"] if backend == "table" else []
+                        extra += overrides.get(code, [])
                         r = {
                             **ours(inp, d, caches[code], extra, others.get(code, ROOT)),
                             "cache": "cold" if rep < args.cold else "warm",
