@@ -134,11 +134,10 @@ class TrainingConfig(Section):
     results), and as much again for the validation frames of merged batches (other validation batches have
     their lists built in the evaluation step); 0: batches copied from the host and their lists built in
     every step.
-    steps_per_dispatch (jaxmd_dp): K > 1 runs K training steps per call of the compiled step (a
-    ``lax.scan``), where its K batches are alike and on the device and no learning-curve line or checkpoint
-    falls inside (:mod:`jaxmd_dp.train.multi_step`; same results to rounding); a divisor of disp_freq; one
-    worker only. "auto": the largest divisor of disp_freq up to 10 for runs of one worker and at least
-    :data:`~jaxmd_dp.train.multi_step.AUTO_MIN_STEPS` steps, else 1.
+    steps_per_dispatch (jaxmd_dp): K > 1 runs up to K training steps per call of the compiled step (a loop
+    on the device), where the batches are alike and kept on the device; a chunk ends at each learning-curve
+    line and checkpoint (:mod:`jaxmd_dp.train.multi_step`; the same results). One worker only. "auto": 10
+    for a run of one worker, else 1.
     merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
     lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
     compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one
@@ -212,8 +211,3 @@ class TrainingConfig(Section):
         for key in ("keep_best", "early_stop"):
             if getattr(self, key) and (self.validation_data is None or not self.disp_training):
                 raise key_error(f"training.{key}", "needs validation (training.validation_data and disp_training)")
-        if self.steps_per_dispatch != "auto" and self.disp_freq % self.steps_per_dispatch:
-            raise key_error(
-                "training.steps_per_dispatch",
-                f"{self.steps_per_dispatch} does not divide training.disp_freq ({self.disp_freq})",
-            )

@@ -172,7 +172,7 @@ class Trainer:
         )
         # training.steps_per_dispatch: K > 1 steps per dispatch where the batches allow (train.multi_step)
         one_worker = self.workers.size == 1 and self.workers.mesh is None and self.batches.plain
-        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, tc.numb_steps, tc.disp_freq, one_worker)
+        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, one_worker)
         if self.steps_per_dispatch > 1 and not one_worker:
             raise InputError(
                 f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch "
@@ -181,7 +181,7 @@ class Trainer:
         self.train_steps = None
         if self.steps_per_dispatch > 1:
             self.train_steps = make_train_steps(self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay)
-        self.chunked_steps = 0  # steps run in chunks of steps_per_dispatch by fit
+        self.chunked_steps = 0  # steps that fit ran several per dispatch
         # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
         self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
         self.eval_step = make_eval_step(
@@ -280,13 +280,13 @@ class Trainer:
                     pending = [ahead.submit(self.batches.next()) for _ in range(self._dispatch_length(step, total))]
                 items = [p.result() for p in pending]  # lists built once per frame, not in every step
                 pending = []
+                chunk = chunk_inputs(items, self.steps_per_dispatch) if self.train_steps is not None else None
                 if step == 0 and self.workers.is_writer and self.valid_data is not None and self.workers.mesh is None:
                     # the step traced and lowered first: its call below finds both in jax's caches and
                     # compiles, while the thread started here traces and compiles the evaluation step
-                    _, arrays, layout = items[0]
-                    self.train_step.trace(self.state, self.stats, arrays, layout).lower()
+                    self._trace_step(items, chunk)
                     self._valid_ahead = self._prepare_validation_ahead()
-                steps = self._run(items)
+                steps = self._run(items, chunk)
                 for i, (batch, _, _) in enumerate(items):
                     guard.record(step + i, batch)
                 step += len(items)
@@ -297,7 +297,7 @@ class Trainer:
                     # prepared while these steps run; else drawn after the checkpoint's sampler state
                     pending = [ahead.submit(self.batches.next()) for _ in range(self._dispatch_length(step, total))]
                 if step == start + len(items):  # the first call compiles the step
-                    self._report_first_step(t_window, items)
+                    self._report_first_step(t_window, items, chunk)
                 for i, ((batch, _, _), metrics) in enumerate(zip(items, steps)):
                     for cb in self.callbacks:
                         cb.on_step(self, step - len(items) + 1 + i, batch, metrics)
@@ -335,20 +335,27 @@ class Trainer:
             return 1
         return chunk_length(step, total, self.steps_per_dispatch, tc.disp_freq, tc.save_freq)
 
-    def _run(self, items: list) -> list:
-        """Run the steps of the prepared batches ``items`` ((batch, arrays, layout) each): as one chunk
-        where they can be (:func:`jaxmd_dp.train.multi_step.chunk_inputs`), else one call each. Returns
-        each step's metrics."""
-        chunk = chunk_inputs(items) if len(items) > 1 else None
+    def _run(self, items: list, chunk: tuple | None) -> list:
+        """Run the steps of the prepared batches ``items`` ((batch, arrays, layout) each): as one chunk where
+        they can be (``chunk``: :func:`jaxmd_dp.train.multi_step.chunk_inputs` of them), else one call each.
+        Returns each step's metrics."""
         if chunk is not None:
             self.state, stacked = self.train_steps(self.state, self.stats, *chunk)
-            self.chunked_steps += len(items)
+            self.chunked_steps += len(items) if len(items) > 1 else 0
             return [StepMetrics(stacked, i) for i in range(len(items))]
         steps = []
         for _, arrays, layout in items:
             self.state, metrics = self.train_step(self.state, self.stats, arrays, layout)
             steps.append(metrics)
         return steps
+
+    def _trace_step(self, items: list, chunk: tuple | None) -> None:
+        """Trace and lower the program that will run ``items`` (the step, or the chunk's loop)."""
+        if chunk is not None:
+            self.train_steps.trace(self.state, self.stats, *chunk).lower()
+        else:
+            _, arrays, layout = items[0]
+            self.train_step.trace(self.state, self.stats, arrays, layout).lower()
 
     def request_stop(self, reason: str) -> None:
         """End the run after the current step, with a checkpoint of it (a callback's call, e.g.
@@ -392,25 +399,25 @@ class Trainer:
         per = _steady_rate(windows)
         return Window(step, train, valid, lr, now - t_window, (total - step) * per if per else 0.0, valid_loss)
 
-    def _report_first_step(self, t0: float, items: list) -> None:
-        """The first dispatch's time (with its compilation; ``t0``: when it started) and, after a single
-        step, XLA's FLOPs estimate (``items``: its prepared batches)."""
+    def _report_first_step(self, t0: float, items: list, chunk: tuple | None) -> None:
+        """The first dispatch's time (with its compilation; ``t0``: when it started; ``items``: its prepared
+        batches, run as ``chunk`` or one by one) and XLA's FLOPs estimate of one step."""
         jax.block_until_ready(self.state.step)
         self.first_step_s = time.perf_counter() - t0
-        if len(items) == 1:
-            self.log(f"first training step (including compilation): {self.first_step_s:.1f} s")
-        else:  # a chunk's (a restart at a multiple of steps_per_dispatch): the single step is not compiled
-            self.log(f"first {len(items)} training steps (including compilation): {self.first_step_s:.1f} s")
-            return
+        what = "first training step" if len(items) == 1 else f"first {len(items)} training steps"
+        self.log(f"{what} (including compilation): {self.first_step_s:.1f} s")
         if self.workers.is_writer or self.workers.log_mode != "master":
-            self._log_step_cost(*items[0])
+            self._log_step_cost(*items[0], chunk)
 
-    def _log_step_cost(self, batch: dict, arrays: dict, layout: BatchLayout) -> None:
+    def _log_step_cost(self, batch: dict, arrays: dict, layout: BatchLayout, chunk: tuple | None = None) -> None:
         """XLA's FLOPs estimate of the training step just run on ``batch`` (this process's batch; arrays
         and layout: what :meth:`prepare` made of it): jax has the step's lowering and executable cached
         by then, so this compiles nothing."""
         try:
-            cost = step_cost(self.train_step, self.state, self.stats, arrays, layout)
+            if chunk is None:
+                cost = step_cost(self.train_step, self.state, self.stats, arrays, layout)
+            else:  # the loop's program: XLA counts its body (one step) once
+                cost = step_cost(self.train_steps, self.state, self.stats, *chunk)
         except Exception as e:  # the summary must never stop a training  # noqa: BLE001
             self.log(f"(no FLOP estimate: {type(e).__name__}: {e})")
             cost = {}
@@ -425,7 +432,7 @@ class Trainer:
             self.log(f"average training time: {per:.4f} s/batch (excluding the first window)")
         if self.steps_per_dispatch > 1:
             k = self.steps_per_dispatch
-            self.log(f"steps per dispatch: {k} ({self.chunked_steps} of {steps} steps ran {k} per dispatch)")
+            self.log(f"steps per dispatch: up to {k} ({self.chunked_steps} of {steps} steps ran several per dispatch)")
         return {
             "steps_per_dispatch": self.steps_per_dispatch,
             "chunked_steps": self.chunked_steps,
