@@ -45,6 +45,7 @@ import checkout
 sys.path.insert(0, str(checkout.ROOT / "tests"))
 import numpy as np  # noqa: E402
 from many_types_data import write_system  # noqa: E402
+from train.tiny import LOSS_EFV  # noqa: E402
 
 SHARED = checkout.ROOT.parent / "shared"
 FIVE_PATTERN = [0, 0, 0, 0, 1, 2, 3] + [4] * 9
@@ -92,15 +93,7 @@ def write_input(out: Path, name: str, pattern: list[int], sel: list[int], type_o
             "fitting_net": {"neuron": [64, 64, 64], "resnet_dt": True, "precision": "float64", "seed": 1},
         },
         "learning_rate": {"type": "exp", "decay_steps": 5000, "start_lr": 1e-3, "stop_lr": 3.51e-8},
-        "loss": {
-            "type": "ener",
-            "start_pref_e": 0.02,
-            "limit_pref_e": 1,
-            "start_pref_f": 1000,
-            "limit_pref_f": 1,
-            "start_pref_v": 0.02,
-            "limit_pref_v": 1,
-        },
+        "loss": {"type": "ener", **LOSS_EFV},
         "training": {
             "training_data": {"systems": systems, "batch_size": "auto"},
             "numb_steps": 1500,

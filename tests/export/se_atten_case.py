@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from shared_paths import require
+from train.tiny import LOSS_EFV
 
 ALMGCU = "almgcu_jiang2021_subset"
 TRAIN = ("init.1000", "init.700")  # 32 and 16 atoms, every element present, virials labelled
@@ -54,14 +55,7 @@ def tiny_config():
                 "data_stat_nbatch": 1,
             },
             "learning_rate": {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-4, "decay_steps": 2},
-            "loss": {
-                "start_pref_e": 0.02,
-                "limit_pref_e": 1,
-                "start_pref_f": 1000,
-                "limit_pref_f": 1,
-                "start_pref_v": 0.02,
-                "limit_pref_v": 1,
-            },
+            "loss": dict(LOSS_EFV),
             "training": {
                 "training_data": {"systems": [str(data / s) for s in TRAIN], "batch_size": 1},
                 "numb_steps": 4,
