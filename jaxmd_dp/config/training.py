@@ -136,8 +136,8 @@ class TrainingConfig(Section):
     every step.
     steps_per_dispatch (jaxmd_dp): K > 1 runs up to K training steps per call of the compiled step (a loop
     on the device), where the batches are alike and kept on the device; a chunk ends at each learning-curve
-    line and checkpoint (:mod:`jaxmd_dp.train.multi_step`; the same results). One worker only. "auto": 10
-    for a run of one worker, else 1.
+    line and checkpoint (:mod:`jaxmd_dp.train.multi_step`; the same results). One worker per process (alone
+    or MPI ranks; not a device mesh). "auto": 10 with one worker per process, else 1.
     merge_batches (jaxmd_dp): when the systems give batches of several shapes (atom counts × batch sizes),
     lay each batch's frames end to end in one padded list of atoms, so the training and evaluation steps
     compile once instead of once per shape (:mod:`jaxmd_dp.train.merge`; same results); false: one

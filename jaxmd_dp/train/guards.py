@@ -70,13 +70,14 @@ class StopSignals:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
-    def agreed(self, workers: Workers, step: int, every: int, last: bool) -> str | None:
-        """The stop decision all processes take together: with several processes a signal may reach only
-        some of them, so every ``every`` steps (and at the ``last``) they exchange what they received and
-        all stop when any did; alone, the signal stops at once."""
+    def agreed(self, workers: Workers, step: int, every: int, last: bool, taken: int = 1) -> str | None:
+        """The stop decision all processes take together, after ``taken`` steps that ended at ``step``: with
+        several processes a signal may reach only some of them, so whenever the steps passed a multiple of
+        ``every`` (and at the ``last``) they exchange what they received and all stop when any did; alone, the
+        signal stops at once."""
         if workers.nprocs == 1:
             return self.received
-        if step % every and not last:
+        if step // every == (step - taken) // every and not last:
             return None
         names = workers.gather(self.received)  # [data parallel] collective: rank 0 gets every rank's signal
         return workers.broadcast(next((n for n in names if n), None) if workers.is_writer else None)

@@ -39,7 +39,7 @@ from jaxmd_dp.train.ema import ema_checkpoint_dir
 from jaxmd_dp.train.guards import NanGuard, StopSignals, TrainingDiverged
 from jaxmd_dp.train.layouts import box_fits, plan_layouts
 from jaxmd_dp.train.loss import LossPrefs
-from jaxmd_dp.train.multi_step import StepMetrics, chunk_inputs, chunk_length, make_train_steps, steps_per_dispatch
+from jaxmd_dp.train.multi_step import StepMetrics, chunk_inputs, chunk_length, steps_per_dispatch
 from jaxmd_dp.train.neighbor_cache import NeighborCache
 from jaxmd_dp.train.parallel import Workers, local_workers
 from jaxmd_dp.train.prefetch import BatchesAhead
@@ -171,16 +171,18 @@ class Trainer:
             self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay=ema_decay
         )
         # training.steps_per_dispatch: K > 1 steps per dispatch where the batches allow (train.multi_step)
-        one_worker = self.workers.size == 1 and self.workers.mesh is None and self.batches.plain
-        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, one_worker)
-        if self.steps_per_dispatch > 1 and not one_worker:
+        loops = self.workers.loops and self.batches.plain
+        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, loops)
+        if self.steps_per_dispatch > 1 and not loops:
             raise InputError(
-                f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch "
-                f"need one worker (this run has {self.workers.size}); set it to 1 or auto"
+                f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch need one "
+                f"worker per process (this process drives {self.workers.local_size}); set it to 1 or auto"
             )
         self.train_steps = None
         if self.steps_per_dispatch > 1:
-            self.train_steps = make_train_steps(self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay)
+            self.train_steps = self.workers.make_train_steps(
+                self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay
+            )
         self.chunked_steps = 0  # steps that fit ran several per dispatch
         # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
         self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
@@ -292,7 +294,7 @@ class Trainer:
                 step += len(items)
                 window = is_window(step, total, tc.disp_freq)
                 save = step % tc.save_freq == 0 or step == total
-                stopping = signals.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, window or save)
+                stopping = signals.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, window or save, len(items))
                 if step < total and not (save or stopping or (window and exact_windows)):
                     # prepared while these steps run; else drawn after the checkpoint's sampler state
                     pending = [ahead.submit(self.batches.next()) for _ in range(self._dispatch_length(step, total))]

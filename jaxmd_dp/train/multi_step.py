@@ -30,11 +30,11 @@ from jaxmd_dp.runtime.inline_trace import inline_trace
 from jaxmd_dp.train.callbacks import is_window
 from jaxmd_dp.train.step import FIND_KEYS, train_compiler_options, train_step_body
 
-AUTO_K = 10  # "auto": steps per dispatch for a run of one worker
+AUTO_K = 10  # "auto": steps per dispatch for one worker per process (alone, or an MPI rank)
 
 
 @functools.lru_cache(maxsize=16)
-def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None = None):
+def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None = None, grad_reduce=None):
     """Returns ``train_steps(state, stats, store, rows, slots, n, finds, layout) -> (state, metrics)``: the
     first ``n`` of K training steps (:func:`jaxmd_dp.train.step.train_step_body`) in one jitted
     ``lax.fori_loop``, the state donated.
@@ -43,8 +43,9 @@ def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None 
     int32, each step's frames in it; slots: (K, nb) int32, their lists' slots; n: () int32, 1 ≤ n ≤ K, the
     steps to take (rows past n are not read); finds: the batches' find_* flags (Python floats, the same for
     all); layout: their :class:`~jaxmd_dp.train.step.BatchLayout` (static). metrics: each of the step's
-    metrics with a leading axis of K, row i that of step i (zeros from n on)."""
-    body = inline_trace(train_step_body(hyper, prefs, schedule, optimizer, None, ema_decay))
+    metrics with a leading axis of K, row i that of step i (zeros from n on). ``grad_reduce``: as the one-step
+    program's (an MPI worker's all-reduce, :mod:`jaxmd_dp.train.parallel`), once in every step."""
+    body = inline_trace(train_step_body(hyper, prefs, schedule, optimizer, grad_reduce, ema_decay))
 
     def train_steps(state, stats, store, rows, slots, n, finds, layout):
         def step(i, state):
@@ -64,11 +65,12 @@ def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None 
     return jax.jit(train_steps, static_argnums=7, donate_argnums=0, compiler_options=options)
 
 
-def steps_per_dispatch(rule: int | str, one_worker: bool) -> int:
-    """K of ``training.steps_per_dispatch``: as given; "auto": :data:`AUTO_K` for a run of one worker, else 1."""
+def steps_per_dispatch(rule: int | str, loops: bool) -> int:
+    """K of ``training.steps_per_dispatch``: as given; "auto": :data:`AUTO_K` where the workers can run the loop
+    (``loops``: one worker per process), else 1."""
     if rule != "auto":
         return int(rule)
-    return AUTO_K if one_worker else 1
+    return AUTO_K if loops else 1
 
 
 def chunk_length(step: int, total: int, k: int, disp_freq: int, save_freq: int) -> int:

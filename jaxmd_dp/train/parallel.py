@@ -146,6 +146,22 @@ class Workers:
             return make_train_step(hyper, prefs, schedule, optimizer, grad_reduce=self.grad_reduce, ema_decay=ema_decay)
         return mesh_train_step(hyper, prefs, schedule, optimizer, self.mesh, ema_decay)
 
+    @property
+    def loops(self) -> bool:
+        """Whether the training step may run several steps per dispatch (:mod:`jaxmd_dp.train.multi_step`): one
+        worker per process (alone, or an MPI rank: the all-reduce is in each step of the loop); a mesh's step
+        takes one step per call."""
+        return self.mesh is None and self.local_size == 1
+
+    def make_train_steps(self, hyper, prefs, schedule, optimizer, ema_decay: float | None = None) -> Callable:
+        """The loop over training steps of :func:`jaxmd_dp.train.multi_step.make_train_steps` for these workers
+        (with ``grad_reduce`` in every step); only where :attr:`loops`."""
+        from jaxmd_dp.train.multi_step import make_train_steps
+
+        if not self.loops:
+            raise ValueError("several steps per dispatch need one worker per process")
+        return make_train_steps(hyper, prefs, schedule, optimizer, ema_decay, self.grad_reduce)
+
     def batches(self, make_sampler: Callable[[int], Any], group_seed: int) -> WorkerBatches:
         """This process's batch source; ``make_sampler(w)`` builds global worker w's sampler (seed it
         with :func:`worker_seed`). ``group_seed`` must be the same on every process."""

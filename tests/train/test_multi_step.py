@@ -14,8 +14,10 @@ from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.errors import InputError
 from jaxmd_dp.train import Trainer
 from jaxmd_dp.train.checkpoint import checkpoint_steps, load_model_from_checkpoint
+from jaxmd_dp.train.guards import StopSignals
 from jaxmd_dp.train.loop import TrainingDiverged
 from jaxmd_dp.train.multi_step import AUTO_K, chunk_length, steps_per_dispatch
+from jaxmd_dp.train.parallel import Workers
 
 STEPS = 60
 K = 5
@@ -67,10 +69,32 @@ def test_chunk_length_stops_at_lines_checkpoints_and_the_end():
     assert chunk_length(10, 40, 1, 10, 20) == 1
 
 
-def test_auto_is_several_steps_for_one_worker():
+def test_auto_is_several_steps_for_one_worker_per_process():
     assert steps_per_dispatch("auto", True) == AUTO_K > 1
-    assert steps_per_dispatch("auto", False) == 1  # data parallel
+    assert steps_per_dispatch("auto", False) == 1  # a device mesh
+    assert Workers(size=2, nprocs=2).loops and not Workers(size=2, worker_ids=(0, 1), mesh=object()).loops
     assert steps_per_dispatch(5, True) == 5
+
+
+def test_processes_agree_on_signals_when_a_chunk_passes_the_sync_step():
+    # [data parallel] chunks of K steps end at lines and checkpoints, not at multiples of the sync interval:
+    # the processes exchange their signals whenever the steps just taken passed one
+    calls = []
+    workers = Workers(
+        rank=0,
+        size=2,
+        nprocs=2,
+        gather=lambda x: calls.append(x) or [x, "SIGTERM"],
+        broadcast=lambda x: x,
+    )
+    signals = StopSignals()
+    try:
+        assert signals.agreed(workers, 8, 10, False, 5) is None and not calls  # 3 → 8
+        assert signals.agreed(workers, 13, 10, False, 5) == "SIGTERM"  # 8 → 13 passed 10
+        assert signals.agreed(workers, 17, 10, True, 4) == "SIGTERM" and len(calls) == 2  # a line or checkpoint
+        assert signals.agreed(workers, 20, 10, False, 3) == "SIGTERM" and len(calls) == 3  # 17 → 20
+    finally:
+        signals.restore()
 
 
 def test_chunks_give_the_learning_curve_of_single_steps(runs):

@@ -82,6 +82,7 @@ def worker(mode: str, water: str, out: str) -> None:
     from jaxmd_dp.cli.train import main
     from jaxmd_dp.config import config_from_dict
     from jaxmd_dp.data.sampler import make_batch
+    from jaxmd_dp.errors import InputError
     from jaxmd_dp.model.energy import init_params
     from jaxmd_dp.train.parallel import local_workers, stack_batches
     from jaxmd_dp.train.schedule import exp_decay, worker_scale
@@ -110,6 +111,16 @@ def worker(mode: str, water: str, out: str) -> None:
     res = {"rank": workers.rank, "size": workers.size, "launcher": workers.launcher, "nprocs": workers.nprocs}
     res["step"] = int(tr.state.step)
     res["digest"] = _digest(tr.state.params)
+    res["steps_per_dispatch"], res["chunked_steps"] = tr.steps_per_dispatch, tr.chunked_steps
+    if mode == "mpi":  # the same run one step per dispatch: the same lcurve and weights
+        one = json.loads(Path(cfg).read_text())
+        one["training"]["steps_per_dispatch"] = 1
+        k1 = out / f"in_k1_rank{rank}.json"
+        k1.write_text(json.dumps(one))
+        assert main([str(k1), "-o", str(out / f"k1_rank{rank}"), "--mpi-log", "collect"]) == 0
+        res["k1"] = {"digest": _digest(trainers[-1].state.params), "chunked_steps": trainers[-1].chunked_steps}
+        if rank == 0:
+            res["k1"]["same_lcurve"] = (out / "k1_rank0" / "lcurve.out").read_text() == (run / "lcurve.out").read_text()
     if workers.mesh is not None:  # every device's own copy of the replicated parameters
         leaves = jax.tree_util.tree_leaves(tr.state.params)
         res["device_digests"] = [
@@ -123,6 +134,15 @@ def worker(mode: str, water: str, out: str) -> None:
         res["start_lr"][m] = exp_decay(1e-3, 1e-5, 5, NSTEPS, scale=worker_scale(m, workers.size)).start_lr
 
     if workers.mesh is not None and workers.nprocs == 1:  # (restarts: launcher-independent code, one process suffices)
+        # a mesh's step takes one step per call: more is refused with one line
+        many = json.loads(Path(cfg).read_text())
+        many["training"]["steps_per_dispatch"] = 2
+        try:
+            loop.Trainer(config_from_dict(many), out / "refused", log=lambda *a, **k: None)
+            res["refused_k2"] = None
+        except InputError as e:
+            res["refused_k2"] = str(e)
+
         # restart with the same workers from step 10: the lcurve is that of 20 steps
         part = out / "part_rank0"
         shutil.copytree(run, part)
@@ -227,6 +247,7 @@ if __name__ != "__main__":
     import pytest
     from shared_paths import require
 
+    from jaxmd_dp.train.multi_step import AUTO_K
     from jaxmd_dp.train.parallel import (
         WorkerBatches,
         Workers,
@@ -356,6 +377,9 @@ if __name__ != "__main__":
             "run_rank0",
             "part_rank0",
             "one",
+            "refused",
+            "k1_rank0",
+            *(f"in_k1_rank{r}.json" for r in range(len(results))),
             *(f"result_rank{r}.json" for r in range(len(results))),
         }
 
@@ -370,6 +394,8 @@ if __name__ != "__main__":
         assert "computing device(s):  cpu:0, cpu:1" in stdout
         assert "GFLOP" in stdout and "no FLOP estimate" not in stdout  # the mesh step's cost analysis
         assert results[0]["restart_exact"]  # restart with the same workers continues exactly
+        assert results[0]["steps_per_dispatch"] == 1  # auto on a mesh
+        assert "steps_per_dispatch': 2 steps per dispatch need one worker per process" in results[0]["refused_k2"]
         # the 2-worker checkpoint continues on 1 worker (new sampling sequence)
         one = results[0]["one_worker"]
         assert one == {
@@ -389,6 +415,12 @@ if __name__ != "__main__":
         """``mpiexec -n 2 python -m jaxmd_dp.train``: the launcher is detected, mpi4jax averages the gradients."""
         results, stdout = _launch([_mpiexec(), "-n", "2"], "mpi", tmp_path, _env(jax_cache))
         _check(results, tmp_path, "mpi")
+        # each rank ran several steps per dispatch (an all-reduce in every step of the loop), with the numbers
+        # of one step per dispatch
+        for r in results:
+            assert r["steps_per_dispatch"] == AUTO_K and r["chunked_steps"] == NSTEPS - 1, r
+            assert r["k1"]["chunked_steps"] == 0 and r["k1"]["digest"] == r["digest"], r
+        assert results[0]["k1"]["same_lcurve"]
         for r in (0, 1):  # --mpi-log collect: both ranks' summaries on the console
             assert f"[rank {r}] ---Summary of the training" in stdout
             assert f"[rank {r}] my rank:              {r}" in stdout
