@@ -20,12 +20,8 @@ data="$(realpath ../shared/data/water)"
 mkdir -p "$out"
 export JAXMD_DP_DATA_MIRROR="${JAXMD_DP_DATA_MIRROR:-$(realpath ../shared/data)}"
 
-rmse() {  # LOG: "E_per_atom F" from a test log (ours or DeePMD-kit's)
-  local e f
-  e=$(grep -E "Energy RMSE/Natoms" "$1" | tail -1 | awk '{print $(NF-1)}')
-  f=$(grep -E "Force +RMSE" "$1" | tail -1 | awk '{print $(NF-1)}')
-  echo "$e $f"
-}
+# shellcheck source=bench/water_runs.sh
+source bench/water_runs.sh
 
 for run in ${RUNS:-tf ours}; do
   for seed in ${SEEDS:-10 20 30}; do
@@ -41,20 +37,7 @@ d["training"]["training_data"]["systems"] = [f"{data}/data_{i}" for i in range(3
 d["training"]["validation_data"]["systems"] = [f"{data}/data_3"]
 json.dump(d, open(dst, "w"), indent=2)
 PY
-    t0=$(date +%s.%N)
-    case "$run" in
-      tf)
-        bash "$dk" train tf "$dir/input.json" "$dir/run" > "$dir/train.log"
-        t1=$(date +%s.%N)
-        ( cd "$dir/run" && bash "$dk" dp tf freeze -o frozen_model.pb > freeze.log 2>&1 \
-          && bash "$dk" dp tf test -m frozen_model.pb -s "$data/data_3" -n 0 > "$dir/test.log" 2>&1 ) ;;
-      ours)
-        "$py" -m jaxmd_dp.train "$dir/input.json" -o "$dir/run" > "$dir/train.log" 2>&1
-        t1=$(date +%s.%N)
-        "$py" -m jaxmd_dp.test -m "$dir/run" -s "$data/data_3" > "$dir/test.log" 2>&1 ;;
-      *) echo "unknown run $run" >&2; exit 2 ;;
-    esac
-    wall=$(python3 -c "print(f'{$t1 - $t0:.0f}')")
+    wall=$(train_and_test "$run" "$dir/input.json" "$dir/run" "$dir/train.log" "$dir/test.log")
     echo "$run seed $seed steps $steps E_rmse_per_atom F_rmse wall_s: $(rmse "$dir/test.log") $wall" | tee -a "$out/summary.txt"
   done
 done

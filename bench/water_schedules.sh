@@ -35,33 +35,14 @@ d["training"]["enable_ema"] = True  # ema_decay: DeePMD-kit's default, 0.999
 json.dump(d, open(dst.replace(".json", "_ema_cosine.json"), "w"), indent=2)
 PY
 
-rmse() {  # LOG: "E_per_atom F" from a test log (ours or DeePMD-kit's)
-  local e f
-  e=$(grep -E "Energy RMSE/Natoms" "$1" | tail -1 | awk '{print $(NF-1)}')
-  f=$(grep -E "Force +RMSE" "$1" | tail -1 | awk '{print $(NF-1)}')
-  echo "$e $f"
-}
+# shellcheck source=bench/water_runs.sh
+source bench/water_runs.sh
 
 for run in ${RUNS:-tf ours ours_ema_cosine}; do
   dir="$out/$run"
   rm -rf "$dir"
-  t0=$(date +%s.%N)
-  case "$run" in
-    tf)
-      bash "$dk" train tf "$out/input.json" "$dir" > "$out/$run.train.log"
-      t1=$(date +%s.%N)
-      ( cd "$dir" && bash "$dk" dp tf freeze -o frozen_model.pb > freeze.log 2>&1 \
-        && bash "$dk" dp tf test -m frozen_model.pb -s "$data/data_3" -n 0 > "$out/$run.test.log" 2>&1 ) ;;
-    ours)
-      "$py" -m jaxmd_dp.train "$out/input.json" -o "$dir" > "$out/$run.train.log" 2>&1
-      t1=$(date +%s.%N)
-      "$py" -m jaxmd_dp.test -m "$dir" -s "$data/data_3" > "$out/$run.test.log" 2>&1 ;;
-    ours_ema_cosine)
-      "$py" -m jaxmd_dp.train "$out/input_ema_cosine.json" -o "$dir" > "$out/$run.train.log" 2>&1
-      t1=$(date +%s.%N)
-      "$py" -m jaxmd_dp.test -m "$dir" -s "$data/data_3" > "$out/$run.test.log" 2>&1 ;;
-    *) echo "unknown run $run" >&2; exit 2 ;;
-  esac
-  wall=$(python3 -c "print(f'{$t1 - $t0:.0f}')")
+  input="$out/input.json" code="$run"
+  [ "$run" = ours_ema_cosine ] && input="$out/input_ema_cosine.json" code=ours
+  wall=$(train_and_test "$code" "$input" "$dir" "$out/$run.train.log" "$out/$run.test.log")
   echo "$run steps $steps E_rmse_per_atom F_rmse wall_s: $(rmse "$out/$run.test.log") $wall" | tee -a "$out/summary.txt"
 done
