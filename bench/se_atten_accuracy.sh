@@ -15,12 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(realpath -m "${1:-runs/se_atten_accuracy}")"
 steps="${STEPS:-800}"
-py="${PYTHON:-.venv/bin/python}"
-dk="$(realpath ../shared/bench/deepmd_kit.sh)"
-data="$(realpath ../shared/data/water)"
 mkdir -p "$out"
-export JAXMD_DP_DATA_MIRROR="${JAXMD_DP_DATA_MIRROR:-$(realpath ../shared/data)}"
-
 # shellcheck source=bench/water_runs.sh
 source bench/water_runs.sh
 

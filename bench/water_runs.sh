@@ -1,6 +1,12 @@
 # Sourced by the water accuracy scripts (se_atten_accuracy.sh, water_schedules.sh): one training run of
-# DeePMD-kit TF or of ours, then a test of its model on all 80 frames of water data_3. Needs $py (our Python),
-# $dk (../shared/bench/deepmd_kit.sh) and $data (the water data folder).
+# DeePMD-kit TF or of ours, then a test of its model on all 80 frames of water data_3. Sourced from the
+# checkout's root; sets $py (our Python, $PYTHON or .venv's), $dk (../shared/bench/deepmd_kit.sh), $data (the
+# water data folder) and the data mirror for our runs.
+
+py="${PYTHON:-.venv/bin/python}"
+dk="$(realpath ../shared/bench/deepmd_kit.sh)"
+data="$(realpath ../shared/data/water)"
+export JAXMD_DP_DATA_MIRROR="${JAXMD_DP_DATA_MIRROR:-$(realpath ../shared/data)}"
 
 rmse() {  # LOG: "E_per_atom F" from a test log (ours or DeePMD-kit's)
   local e f

@@ -14,11 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(realpath -m "${1:-runs/water_schedules}")"
 steps="${STEPS:-20000}"
-py="${PYTHON:-.venv/bin/python}"
-dk="$(realpath ../shared/bench/deepmd_kit.sh)"
-data="$(realpath ../shared/data/water)"
 mkdir -p "$out"
-export JAXMD_DP_DATA_MIRROR="${JAXMD_DP_DATA_MIRROR:-$(realpath ../shared/data)}"
+# shellcheck source=bench/water_runs.sh
+source bench/water_runs.sh
 
 "$py" - ../shared/bench/water_se_e2_a.json "$out/input.json" "$steps" "$data" <<'PY'
 import json, sys
@@ -35,8 +33,6 @@ d["training"]["enable_ema"] = True  # ema_decay: DeePMD-kit's default, 0.999
 json.dump(d, open(dst.replace(".json", "_ema_cosine.json"), "w"), indent=2)
 PY
 
-# shellcheck source=bench/water_runs.sh
-source bench/water_runs.sh
 
 for run in ${RUNS:-tf ours ours_ema_cosine}; do
   dir="$out/$run"
