@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 # XLA GPU times each GEMM's candidate algorithms at compile time (level 4, its default). That lengthens the
-# first training step's compile, for no faster step at these sizes: the training loop on a GPU is bound by
-# the host (docs/performance.md). Level 0 takes cuBLAS's heuristic choice of algorithm.
+# first training step's compile, for no faster step at these sizes (docs/performance.md, GPU). Level 0 takes
+# cuBLAS's heuristic choice of algorithm.
 GPU_STEP_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 
