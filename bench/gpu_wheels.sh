@@ -3,8 +3,9 @@
 # with one): DeePMD-kit 3.2.0's wheel and the dependencies its PyTorch and JAX backends import that such an
 # image (jax with CUDA, flax, optax, orbax, torch, numpy, scipy, h5py, pyyaml, einops, ml_dtypes, msgpack,
 # pandas, wrapt) lacks: mendeleev (both backends' training imports it) and its own, and mpich (whose libmpi
-# DeePMD-kit's PyPI build loads when its PyTorch backend starts), into .whl/ (Python 3.12, x86-64); and the three ASC22 inputs and their data into shared/ (both git-ignored). Then on the GPU
-# machine, from the checkout:  bash bench/gpu_side_by_side.sh OUTDIR
+# DeePMD-kit's PyPI build loads when its PyTorch backend starts), into .whl/ (Python 3.12, x86-64); and the
+# three ASC22 inputs and their data into shared/ (both git-ignored). Then on the GPU machine, from the
+# checkout:  bash bench/gpu_side_by_side.sh OUTDIR
 #   bash bench/gpu_wheels.sh [PYTHON_VERSION]        (default 3.12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
