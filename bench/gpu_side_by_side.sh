@@ -13,7 +13,7 @@ out="$(realpath -m "${1:?usage: bash bench/gpu_side_by_side.sh OUTDIR}")"
 mkdir -p "$out"
 PY="${PYTHON:-python3}"
 [ -e ../shared ] || ln -sfn "$PWD/shared" ../shared
-if ! "$PY" -c "import deepmd" 2>/dev/null; then
+if ! "$PY" -c "import deepmd.pt.cxx_op" 2>/dev/null; then  # its PyTorch backend loads libmpi on import
   # DeePMD-kit's PyTorch backend finds libmpi through the mpich package's file list, which points outside
   # site-packages: mpich goes in with --prefix, the rest with --target.
   pipi=("$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade)
