@@ -1,11 +1,13 @@
 """Where a training step's time goes, from a ``train --profile DIR`` trace (XLA CPU op events).
 
-    .venv/bin/python -m jaxmd_dp.train CONFIG --profile runs/prof -o runs/prof_run training.numb_steps=10
-    .venv/bin/python bench/profile_summary.py runs/prof [--top 20]
+    .venv/bin/python -m jaxmd_dp.train CONFIG --profile runs/prof -o runs/prof_run training.numb_steps=30
+    .venv/bin/python bench/profile_summary.py runs/prof [--steps 10] [--top 20]
 
 Prints the share of op time per kind (matmuls: YNNPACK/oneDNN/Eigen dot fusions; layout copies and
 transposes; gathers/scatters; reductions; other element-wise fusions) and the most expensive ops.
-Times are summed over the profiled steps' op events, divided by the number of steps (5 by default).
+Times are summed over the profiled steps' op events, divided by ``--steps``: the steps the training log's
+"profiled steps A-B" line names (whole dispatches: 10 with the default of up to 10 steps per dispatch, 5 with
+``training.steps_per_dispatch=1``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def kind(name: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace_dir")
-    p.add_argument("--steps", type=int, default=5, help="profiled steps (train --profile traces 5)")
+    p.add_argument("--steps", type=int, default=10, help="profiled steps (the log's 'profiled steps A-B')")
     p.add_argument("--top", type=int, default=15)
     args = p.parse_args(argv)
     files = sorted(glob.glob(f"{args.trace_dir}/**/*.trace.json.gz", recursive=True))

@@ -304,37 +304,45 @@ class TensorBoard(Callback):
 
 
 class Profiler(Callback):
-    """A ``jax.profiler`` trace of ``steps`` steps after ``warmup`` steps of each fit, into ``directory``
-    (TensorBoard's profile tab or Perfetto)."""
+    """A ``jax.profiler`` trace of each fit's steps after ``warmup``, at least ``steps`` of them, into
+    ``directory`` (TensorBoard's profile tab or Perfetto). Callbacks see a dispatch's steps after it ran, so
+    the trace holds whole dispatches: from the first after step ``warmup`` to the one that completes
+    ``steps`` more (``training.steps_per_dispatch``: up to K steps each); the log names the steps traced."""
 
     def __init__(self, directory: str | Path, warmup: int = 3, steps: int = 5):
         self.directory, self.warmup, self.steps = directory, warmup, steps
         self.tracing = False
+        self._from: int | None = None  # steps the device had run when the trace started
 
     def on_train_begin(self, trainer, start, total):
-        self._start, self._total = start, total
+        self._start, self._total, self._from = start, total, None
 
     def on_step(self, trainer, step, batch, metrics):
-        done = step - self._start
-        if done == self.warmup and step < self._total and not self.tracing:
+        ran = trainer.dispatched
+        if self._from is None and step - self._start >= self.warmup and ran < self._total:
             jax.block_until_ready(trainer.state.params)
             jax.profiler.start_trace(str(self.directory))
-            self.tracing = True
-            trainer.log(f"profiling steps {step + 1}-{step + self.steps} into {self.directory}")
-        elif self.tracing and done == self.warmup + self.steps:
+            self.tracing, self._from = True, ran
+            trainer.log(f"profiling from step {ran + 1} into {self.directory}")
+        elif self.tracing and step == ran and ran - self._from >= self.steps:
             self._stop(trainer)
 
     def on_train_end(self, trainer):
         if self.tracing:
             self._stop(trainer)
+        elif self._from is None:
+            trainer.log(
+                f"no profile written: no dispatch of steps began after the {self.warmup} steps of warm-up "
+                f"(this run's steps {self._start + 1}-{trainer.dispatched}); train more steps"
+            )
 
     def _stop(self, trainer):
         jax.block_until_ready(trainer.state.params)
         jax.profiler.stop_trace()
         self.tracing = False
         trainer.log(
-            f"profile written to {self.directory} (tensorboard --logdir {self.directory}, "
-            "or the .trace.json.gz in https://ui.perfetto.dev)"
+            f"profiled steps {self._from + 1}-{trainer.dispatched} into {self.directory} (tensorboard --logdir "
+            f"{self.directory}, or the .trace.json.gz in https://ui.perfetto.dev)"
         )
 
 

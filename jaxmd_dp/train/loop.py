@@ -184,6 +184,7 @@ class Trainer:
                 self.hyper, self.prefs, self.schedule, self.optimizer, ema_decay
             )
         self.chunked_steps = 0  # steps that fit ran several per dispatch
+        self.dispatched = 0  # steps the device has run: the last dispatch's last (callbacks' on_step follow it)
         # keep_best and early_stop judge the validation loss with the prefactors of the run's last step
         self.end_lr = float(self.schedule(max(tc.numb_steps - 1, 0))) if tc.keep_best or tc.early_stop else None
         self.eval_step = make_eval_step(
@@ -263,6 +264,7 @@ class Trainer:
         self._load_callback_states()
         self.stop_reason = None
         self.chunked_steps = 0
+        self.dispatched = start
         # with a callback that may save (keep_best) or stop (early_stop) at a learning-curve line, the next
         # batch is drawn after it, so that the sampler states saved then are those of the step
         exact_windows = tc.keep_best or tc.early_stop > 0
@@ -289,6 +291,7 @@ class Trainer:
                     self._trace_step(items, chunk)
                     self._valid_ahead = self._prepare_validation_ahead()
                 steps = self._run(items, chunk)
+                self.dispatched = step + len(items)
                 for i, (batch, _, _) in enumerate(items):
                     guard.record(step + i, batch)
                 step += len(items)

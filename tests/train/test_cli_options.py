@@ -118,12 +118,22 @@ def test_bad_options_one_line(tmp_path, capsys, args, msg):
     assert len(err) == 1 and err[0].startswith("error:") and msg in err[0]
 
 
-def test_profile_trace(tmp_path):
-    """--profile DIR writes a jax.profiler trace of steps after warm-up, holding the training step's XLA ops."""
+@pytest.mark.parametrize(
+    "numb_steps, training, traced",
+    [
+        (9, {"steps_per_dispatch": 1}, "4-8"),  # one step per dispatch: steps 4-8 after 3 of warm-up
+        (30, {"disp_freq": 20}, "11-20"),  # 10 per dispatch: step 3 ran in the first, so the second is traced
+        (4, {"disp_freq": 20}, None),  # all 4 steps in one dispatch: nothing after warm-up, said so
+    ],
+    ids=["one_per_dispatch", "ten_per_dispatch", "nothing_after_warm_up"],
+)
+def test_profile_trace(tmp_path, numb_steps, training, traced):
+    """--profile DIR writes a jax.profiler trace of steps after warm-up, whole dispatches, holding the training
+    step's XLA ops, and the log names the steps it holds; a run with no dispatch after warm-up says so."""
     import gzip
     import json
 
-    cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=9))
+    cfg = write_config(tmp_path / "in.json", tiny_cu_dict(numb_steps=numb_steps, **training))
     prof, logf = tmp_path / "prof", tmp_path / "log"
     assert (
         run_cli(
@@ -132,8 +142,11 @@ def test_profile_trace(tmp_path):
         )
         == 0
     )
-    assert "profiling steps 4-8" in logf.read_text()
     traces = list(prof.rglob("*.trace.json.gz"))
+    if traced is None:
+        assert "no profile written" in logf.read_text() and not traces
+        return
+    assert f"profiled steps {traced} into" in logf.read_text()
     assert len(traces) == 1
     names = {e.get("name", "") for e in json.load(gzip.open(traces[0]))["traceEvents"]}
     assert any("train_step" in n for n in names), sorted(names)[:20]
