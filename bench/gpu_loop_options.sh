@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What bounds our training loop on a GPU: the three ASC22 inputs in float64, ours only, with its defaults
-# and with one variation each: steps per dispatch (1, 50) and XLA's command buffers (CUDA graphs) off, or
-# extended to the loop's while and conditional ops. One table of ms/step (median over the lcurve windows
-# after the first), first step (compilation included) and the last lcurve row. About 5 minutes on an H200.
+# and with one variation each: XLA's command buffers (CUDA graphs) off, or extended to the loop's while and
+# conditional ops, and on water steps per dispatch (1, 50; Cu's and Al-Cu-Mg's merged batches run one step
+# per dispatch whatever it is). One table of ms/step (median over the lcurve windows after the first),
+# first step (compilation included) and the last lcurve row. About 4 minutes on an H200.
 #   bash bench/gpu_loop_options.sh OUTDIR
 #   INPUTS="water" VARIANTS="default k50" STEPS=300 DISP=50 LIMIT=60 bash bench/gpu_loop_options.sh OUTDIR
 # Reads the inputs and data from ../shared (or the checkout's shared/, linked as ../shared when that is
@@ -24,7 +25,9 @@ declare -A keys=([default]="" [k1]="training.steps_per_dispatch=1" [k50]="traini
 for name in ${INPUTS:-water copper almgcu}; do
   inp=$("$PY" -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; import train_speed as t
 print(t.write_input('$name', $steps, $disp, 'float64', Path('$out/in')))") || exit 1
-  for v in ${VARIANTS:-default k1 k50 cb-off cb-while}; do
+  variants="default cb-off cb-while"
+  [ "$name" = water ] && variants="default k1 k50 cb-off cb-while"
+  for v in ${VARIANTS:-$variants}; do
     log="$out/$name.$v.log"
     xf="$(echo ${XLA_FLAGS:-} ${flags[$v]})"  # XLA_FLAGS must not be blank
     if [ -n "$xf" ]; then set_flags=(env "XLA_FLAGS=$xf"); else set_flags=(env -u XLA_FLAGS); fi
