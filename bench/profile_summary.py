@@ -4,7 +4,8 @@
     .venv/bin/python bench/profile_summary.py runs/prof [--steps 10] [--top 20]
 
 Prints the share of op time per kind (matmuls: YNNPACK/oneDNN/Eigen dot fusions; layout copies and
-transposes; gathers/scatters; reductions; other element-wise fusions) and the most expensive ops.
+transposes; gathers/scatters; reductions; other element-wise fusions), how long 0, 1, 2, ... threads ran an
+op at once (how well the step's ops fill the cores), and the most expensive ops.
 Times are summed over the profiled steps' op events, divided by ``--steps``: the steps the training log's
 "profiled steps A-B" line names (whole dispatches: 10 with the default of up to 10 steps per dispatch, 5 with
 ``training.steps_per_dispatch=1``).
@@ -48,6 +49,24 @@ def kind(name: str) -> str:
     return "other"
 
 
+def threads_busy(events: list[dict]) -> list[tuple[int, float]]:
+    """(n, ms) for n = 0, 1, 2, ...: how long exactly n threads ran an op at once, from the first op event's
+    start to the last one's end (nested events of one thread count once)."""
+    edges = sorted(
+        [(e["ts"], 1, (e["pid"], e["tid"])) for e in events]
+        + [(e["ts"] + e["dur"], -1, (e["pid"], e["tid"])) for e in events],
+        key=lambda x: (x[0], x[1]),
+    )
+    depth: collections.Counter = collections.Counter()  # open events per thread
+    time_at: collections.Counter = collections.Counter()
+    last = edges[0][0] if edges else 0.0
+    for t, d, thread in edges:
+        time_at[sum(1 for v in depth.values() if v > 0)] += t - last
+        depth[thread] += d
+        last = t
+    return [(n, time_at[n] / 1e3) for n in sorted(time_at)]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace_dir")
@@ -59,9 +78,11 @@ def main(argv=None) -> int:
         print(f"error: no *.trace.json.gz under {args.trace_dir}", file=sys.stderr)
         return 1
     ops: collections.Counter = collections.Counter()
+    events = []
     for e in json.load(gzip.open(files[-1]))["traceEvents"]:
         if e.get("ph") == "X" and "dur" in e and not e["name"].startswith(SKIP):
             ops[e["name"]] += e["dur"] / 1e3 / args.steps  # ms per step
+            events.append(e)
     total = sum(ops.values())
     by_kind: collections.Counter = collections.Counter()
     for name, ms in ops.items():
@@ -69,6 +90,8 @@ def main(argv=None) -> int:
     print(f"{files[-1]}\nop time {total:.1f} ms per step (summed over threads)")
     for k, ms in by_kind.most_common():
         print(f"  {k:<20} {ms:8.1f} ms  {100 * ms / total:5.1f} %")
+    busy = threads_busy(events)
+    print("threads running an op at once, ms per step: " + ", ".join(f"{n}: {ms / args.steps:.1f}" for n, ms in busy))
     print("top ops:")
     for name, ms in ops.most_common(args.top):
         print(f"  {ms:8.2f} ms  {100 * ms / total:5.1f} %  {name[:90]}")
