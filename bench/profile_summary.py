@@ -5,7 +5,8 @@
 
 Prints the share of op time per kind (matmuls: YNNPACK/oneDNN/Eigen dot fusions; layout copies and
 transposes; gathers/scatters; reductions; other element-wise fusions), how long 0, 1, 2, ... threads ran an
-op at once (how well the step's ops fill the cores), and the most expensive ops.
+op at once (how well the step's ops fill the cores), and the most expensive ops, for each process of the
+trace (the host; on a GPU also the device, its streams as threads).
 Times are summed over the profiled steps' op events, divided by ``--steps``: the steps the training log's
 "profiled steps A-B" line names (whole dispatches: 10 with the default of up to 10 steps per dispatch, 5 with
 ``training.steps_per_dispatch=1``).
@@ -31,6 +32,9 @@ SKIP = (
     "Common",
     "SlinkyThreadPool",
     "AllocateOutputBuffers",
+    "ThreadpoolListener",
+    "end: ",
+    "Wait for donation holds",
 )
 KINDS = [
     ("matmul", r"ynn|dot|gemm|onednn|convolution|custom-call"),
@@ -67,6 +71,25 @@ def threads_busy(events: list[dict]) -> list[tuple[int, float]]:
     return [(n, time_at[n] / 1e3) for n in sorted(time_at)]
 
 
+def summarize(process: str, events: list[dict], steps: int, top: int) -> None:
+    """Print one process's op time per kind, its threads' overlap and its costliest ops, per step."""
+    ops: collections.Counter = collections.Counter()
+    for e in events:
+        ops[e["name"]] += e["dur"] / 1e3 / steps  # ms per step
+    total = sum(ops.values())
+    by_kind: collections.Counter = collections.Counter()
+    for name, ms in ops.items():
+        by_kind[kind(name)] += ms
+    print(f"{process}: op time {total:.1f} ms per step (summed over threads)")
+    for k, ms in by_kind.most_common():
+        print(f"  {k:<20} {ms:8.1f} ms  {100 * ms / total:5.1f} %")
+    busy = threads_busy(events)
+    print("threads running an op at once, ms per step: " + ", ".join(f"{n}: {ms / steps:.1f}" for n, ms in busy))
+    print(f"top ops ({len(events) / steps:.0f} op events per step):")
+    for name, ms in ops.most_common(top):
+        print(f"  {ms:8.2f} ms  {100 * ms / total:5.1f} %  {name[:90]}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace_dir")
@@ -77,24 +100,15 @@ def main(argv=None) -> int:
     if not files:
         print(f"error: no *.trace.json.gz under {args.trace_dir}", file=sys.stderr)
         return 1
-    ops: collections.Counter = collections.Counter()
-    events = []
-    for e in json.load(gzip.open(files[-1]))["traceEvents"]:
+    trace = json.load(gzip.open(files[-1]))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in trace if e.get("ph") == "M" and e.get("name") == "process_name"}
+    by_process: dict = collections.defaultdict(list)  # the host's threads; on a GPU also the device's streams
+    for e in trace:
         if e.get("ph") == "X" and "dur" in e and not e["name"].startswith(SKIP):
-            ops[e["name"]] += e["dur"] / 1e3 / args.steps  # ms per step
-            events.append(e)
-    total = sum(ops.values())
-    by_kind: collections.Counter = collections.Counter()
-    for name, ms in ops.items():
-        by_kind[kind(name)] += ms
-    print(f"{files[-1]}\nop time {total:.1f} ms per step (summed over threads)")
-    for k, ms in by_kind.most_common():
-        print(f"  {k:<20} {ms:8.1f} ms  {100 * ms / total:5.1f} %")
-    busy = threads_busy(events)
-    print("threads running an op at once, ms per step: " + ", ".join(f"{n}: {ms / args.steps:.1f}" for n, ms in busy))
-    print("top ops:")
-    for name, ms in ops.most_common(args.top):
-        print(f"  {ms:8.2f} ms  {100 * ms / total:5.1f} %  {name[:90]}")
+            by_process[names.get(e["pid"], str(e["pid"]))].append(e)
+    print(files[-1])
+    for process, events in sorted(by_process.items(), key=lambda kv: -sum(e["dur"] for e in kv[1])):
+        summarize(process, events, args.steps, args.top)
     return 0
 
 
