@@ -4,6 +4,10 @@ in one run: ms per step, first step, last learning-curve row, as one table.
     python bench/gpu_side_by_side.py OUTDIR [--inputs water copper almgcu] [--steps 300] [--disp 50]
         [--codes ours-float64 ours-float32 dp-pt dp-jax] [--limit 150]
 
+More codes of ours, float64 with one setting changed (``bench/gpu_loop_options.sh`` runs them):
+``ours-float64-k1`` and ``-k50`` (``training.steps_per_dispatch``), ``-cb-off`` (XLA's command buffers, CUDA
+graphs, off) and ``-cb-while`` (extended to while and conditional ops), through ``XLA_FLAGS``.
+
 Run by ``bench/gpu_side_by_side.sh`` (which installs DeePMD-kit from wheels on a machine with no package
 index). Each input of ../shared/bench (DeePMD-kit's input.json, absolute data paths, numb_steps/disp_freq
 set) is trained by each code in turn, each run under ``--limit`` seconds: ours with ``python -m
@@ -30,7 +34,16 @@ from pathlib import Path
 import checkout  # noqa: F401  (this checkout's jaxmd_dp first on the path)
 import train_speed as ts
 
-CODES = ("ours-float64", "ours-float32", "dp-pt", "dp-jax")
+CB_ALL = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL"
+OURS = {  # ours' codes after "ours-<precision>": (config overrides, XLA_FLAGS added)
+    "": ((), ""),
+    "-k1": (("training.steps_per_dispatch=1",), ""),
+    "-k50": (("training.steps_per_dispatch=50",), ""),
+    "-cb-off": ((), "--xla_gpu_enable_command_buffer="),
+    "-cb-while": ((), f"--xla_gpu_enable_command_buffer={CB_ALL}"),
+}
+DEFAULT_CODES = ("ours-float64", "ours-float32", "dp-pt", "dp-jax")
+CODES = DEFAULT_CODES + tuple(f"ours-float64{v}" for v in OURS if v)
 
 
 def run(cmd: list[str], cwd: Path, log: Path, limit: float, env: dict | None = None) -> tuple[int, float]:
@@ -51,8 +64,12 @@ def one(code: str, name: str, steps: int, disp: int, out: Path, limit: float) ->
     d.mkdir(parents=True, exist_ok=True)
     log = d / "train.log"
     if code.startswith("ours"):
+        overrides, flags = OURS[code.removeprefix(f"ours-{prec}")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ts.ROOT), os.environ.get("PYTHONPATH")]))}
-        cmd = [sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(d), "--force"]
+        xla = " ".join(filter(None, [os.environ.get("XLA_FLAGS", "").strip(), flags]))
+        env.pop("XLA_FLAGS", None)
+        env.update({"XLA_FLAGS": xla} if xla else {})  # XLA_FLAGS must not be blank
+        cmd = [sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(d), "--force", *overrides]
         rc, wall = run(cmd, ts.ROOT, log, limit, env)
     else:
         rc, wall = run(
@@ -77,7 +94,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("--inputs", nargs="+", default=["water", "copper", "almgcu"], choices=["water", "copper", "almgcu"])
-    p.add_argument("--codes", nargs="+", default=list(CODES), choices=CODES)
+    p.add_argument("--codes", nargs="+", default=list(DEFAULT_CODES), choices=CODES)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--disp", type=int, default=50)
     p.add_argument("--limit", type=float, default=150.0, help="seconds per run")

@@ -9,10 +9,8 @@
 # their data come from ../shared, or from the checkout's shared/ (linked as ../shared when that is missing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="$(realpath -m "${1:?usage: bash bench/gpu_side_by_side.sh OUTDIR}")"
-mkdir -p "$out"
-PY="${PYTHON:-python3}"
-[ -e ../shared ] || ln -sfn "$PWD/shared" ../shared
+# shellcheck source=bench/gpu_env.sh
+source bench/gpu_env.sh
 if ! "$PY" -c "import deepmd.pt.cxx_op" 2>/dev/null; then  # its PyTorch backend loads libmpi on import
   # DeePMD-kit's PyTorch backend finds libmpi through the mpich package's file list, which points outside
   # site-packages: mpich goes in with --prefix, the rest with --target.
@@ -22,7 +20,6 @@ if ! "$PY" -c "import deepmd.pt.cxx_op" 2>/dev/null; then  # its PyTorch backend
   mpich_site="$(dirname "$(find /tmp/mpich -maxdepth 5 -name 'mpich-*.dist-info' | head -1)")"
   export PYTHONPATH=/tmp/site:$mpich_site${PYTHONPATH:+:$PYTHONPATH}
 fi
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
   "$PY" -c "import jax, torch, deepmd; print('jax', jax.__version__, 'torch', torch.__version__, 'deepmd-kit', deepmd.__version__, jax.devices())"

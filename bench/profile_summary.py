@@ -63,10 +63,11 @@ def threads_busy(events: list[dict]) -> list[tuple[int, float]]:
     )
     depth: collections.Counter = collections.Counter()  # open events per thread
     time_at: collections.Counter = collections.Counter()
-    last = edges[0][0] if edges else 0.0
+    busy, last = 0, edges[0][0] if edges else 0.0  # threads with an open event
     for t, d, thread in edges:
-        time_at[sum(1 for v in depth.values() if v > 0)] += t - last
+        time_at[busy] += t - last
         depth[thread] += d
+        busy += (d > 0 and depth[thread] == 1) - (d < 0 and depth[thread] == 0)
         last = t
     return [(n, time_at[n] / 1e3) for n in sorted(time_at)]
 

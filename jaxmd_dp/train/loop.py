@@ -291,10 +291,10 @@ class Trainer:
                     self._trace_step(items, chunk)
                     self._valid_ahead = self._prepare_validation_ahead()
                 steps = self._run(items, chunk)
-                self.dispatched = step + len(items)
                 for i, (batch, _, _) in enumerate(items):
                     guard.record(step + i, batch)
                 step += len(items)
+                self.dispatched = step
                 window = is_window(step, total, tc.disp_freq)
                 save = step % tc.save_freq == 0 or step == total
                 stopping = signals.agreed(self.workers, step, self.SIGNAL_SYNC_STEPS, window or save, len(items))
