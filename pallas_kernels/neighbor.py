@@ -17,6 +17,10 @@ Split of the work:
   jnp reference, so the slot order is identical to the reference (not merely the same set).
   When all candidates of a centre fit in one chunk (``MAX_CHUNK``) they stay in registers and each
   extraction is two masked reductions; otherwise every extraction re-streams the candidate chunks.
+  That is ``sum(sel)`` passes over the candidates. Order "any" (what training stores: the slots' order
+  does not change the model) takes one: each valid candidate goes to the slot of its rank among its
+  row's candidates of its type (a cumulative sum), by a masked scatter store; only a block of centres
+  where one has more neighbours of a type than its slots extracts that type's nearest as above.
 
 Outputs: ``idx`` (nf, natoms, nnei) int32 (−1 empty), ``shift`` (nf, natoms, nnei, 3) integral image
 in cell vectors (coordinate dtype) with coord[j] − coord[i] + shift @ box the pair vector,
@@ -33,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
 
 from ._common import box16 as _box16
 from ._common import jit_enabled, next_pow2, pad_axis, round_up, triton_params
@@ -160,7 +165,8 @@ def _decode(cfg: _Cfg, p, c3i, table_ref):
 
 
 def _candidates(cfg: _Cfg, start, ctx, refs):
-    """Distances and masks of candidates [start, start + chunk) of the block's centres: (BA, chunk)."""
+    """Candidates [start, start + chunk) of the block's centres, each (BA, chunk): number p, squared
+    distance, valid (within rcut, not the centre itself), type, atom index (0 where none) and image."""
     cw_ref, atype_ref, table_ref, box_ref = refs
     rows_i, ci, c3i, real_i = ctx
     ba, cc = cfg.ba, cfg.chunk
@@ -181,7 +187,7 @@ def _candidates(cfg: _Cfg, start, ctx, refs):
     is_self = (jj == rows_i[:, None]) & home
     valid = exists & (r2 < cfg.rcut * cfg.rcut) & jnp.logical_not(is_self) & real_i[:, None]
     ctype = atype_ref[jj]
-    return p, r2, valid, ctype
+    return p, r2, valid, ctype, jj, img
 
 
 def _lexmin(key, p, last_r2, last_p):
@@ -195,7 +201,47 @@ def _lexmin(key, p, last_r2, last_p):
     return m, pm
 
 
-def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref, shift_ref, nn_ref, *, cfg):
+def _compact(cfg: _Cfg, ctx, refs, cand, wi, wrap_ref, idx_ref, shift_ref):
+    """Order "any": every slot emptied, then each type's neighbours written in candidate order, a
+    candidate's slot its rank among the row's earlier candidates of its type (a running count over the
+    chunks plus a cumulative sum within one), those ranked past ``sel[t]`` dropped. Returns the number of
+    neighbours of each type, ((BA,) int32 per type), before truncation."""
+    ba, cc = cfg.ba, cfg.chunk
+    dtype = wi[0].dtype
+    rows = lax.broadcasted_iota(jnp.int32, (ba, cc), 0)
+
+    def clear(col, carry):
+        idx_ref[:, col] = jnp.full((ba,), -1, jnp.int32)
+        for k in range(3):
+            shift_ref[:, col, k] = jnp.zeros((ba,), dtype)
+        return carry
+
+    nnei = sum(cfg.sel)
+    lax.fori_loop(0, nnei, clear, 0)
+    first = [sum(cfg.sel[:t]) for t in range(len(cfg.sel))]
+
+    def chunk_body(c, counts):
+        _, _, valid, ctype, jj, img = cand if cand is not None else _candidates(cfg, c * cc, ctx, refs)
+        shift = [(img[k].astype(dtype) + wi[k][:, None]) - wrap_ref[jj, k] for k in range(3)]
+        out = []
+        for t, nsel in enumerate(cfg.sel):
+            ok = valid & (ctype == t)
+            n = ok.astype(jnp.int32)
+            rank = counts[t][:, None] + jnp.cumsum(n, axis=1) - n
+            keep = ok & (rank < nsel)
+            # masked-off lanes all point at the spare last column (Pallas' interpreter writes them back)
+            col = jnp.where(keep, first[t] + rank, nnei)
+            plt.store(idx_ref.at[rows, col], jj, mask=keep)
+            for k in range(3):
+                plt.store(shift_ref.at[rows, col, k], shift[k], mask=keep)
+            out.append(counts[t] + jnp.sum(n, axis=1, dtype=jnp.int32))
+        return tuple(out)
+
+    zeros = tuple(jnp.zeros((ba,), jnp.int32) for _ in cfg.sel)
+    return chunk_body(0, zeros) if cand is not None else lax.fori_loop(0, cfg.nchunks, chunk_body, zeros)
+
+
+def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref, shift_ref, nn_ref, *, cfg, order):
     ba = cfg.ba
     rows_i = pl.program_id(1) * ba + lax.broadcasted_iota(jnp.int32, (ba,), 0)
     ci = [cw_ref[rows_i, k] for k in range(3)]
@@ -208,21 +254,24 @@ def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref,
     inf = jnp.full((ba, cfg.chunk), jnp.inf, dtype)
 
     single = cfg.nchunks == 1
-    if single:  # every candidate in registers, computed once
-        cand = _candidates(cfg, jnp.int32(0), ctx, refs)
+    cand = _candidates(cfg, jnp.int32(0), ctx, refs) if single else None  # all in registers, computed once
+    if order == "any":
+        counts = _compact(cfg, ctx, refs, cand, wi, wrap_ref, idx_ref, shift_ref)
 
     base = 0
     for t, nsel in enumerate(cfg.sel):
         # neighbours of type t within rcut (before truncation to sel)
         if single:
-            p, r2, valid, ctype = cand
-            ok_t = valid & (ctype == t)
-            key_t = jnp.where(ok_t, r2, inf)
-            count = jnp.sum(ok_t.astype(jnp.int32), axis=1, dtype=jnp.int32)
+            p, r2, valid, ctype = cand[:4]
+            key_t = jnp.where(valid & (ctype == t), r2, inf)
+        if order == "any":
+            count = counts[t]
+        elif single:
+            count = jnp.sum((valid & (ctype == t)).astype(jnp.int32), axis=1, dtype=jnp.int32)
         else:
 
             def count_body(c, acc, t=t):
-                _, _, valid, ctype = _candidates(cfg, c * cfg.chunk, ctx, refs)
+                _, _, valid, ctype, _, _ = _candidates(cfg, c * cfg.chunk, ctx, refs)
                 return acc + jnp.sum((valid & (ctype == t)).astype(jnp.int32), axis=1, dtype=jnp.int32)
 
             count = lax.fori_loop(0, cfg.nchunks, count_body, jnp.zeros((ba,), jnp.int32))
@@ -236,7 +285,7 @@ def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref,
 
                 def chunk_body(c, best):
                     bm, bp = best
-                    pc, r2c, validc, ctypec = _candidates(cfg, c * cfg.chunk, ctx, refs)
+                    pc, r2c, validc, ctypec, _, _ = _candidates(cfg, c * cfg.chunk, ctx, refs)
                     keyc = jnp.where(validc & (ctypec == t), r2c, inf)
                     mc, pmc = _lexmin(keyc, pc, last_r2, last_p)
                     take = (mc < bm) | ((mc == bm) & (pmc < bp))
@@ -255,21 +304,27 @@ def _nl_kernel(cw_ref, wrap_ref, c3_ref, atype_ref, table_ref, box_ref, idx_ref,
                 shift_ref[:, col, k] = jnp.where(found, sk, zero)
             return jnp.where(found, m, last_r2), jnp.where(found, pm, last_p)
 
+        # nearest first by extraction: always for order "nearest"; for "any" only where a centre of the
+        # block has more neighbours of type t than its slots (it then overwrites the block's type-t slots)
         init = (jnp.full((ba,), -1.0, dtype), jnp.full((ba,), -1, jnp.int32))
-        lax.fori_loop(0, nsel, step, init)
+        if order == "nearest":
+            lax.fori_loop(0, nsel, step, init)
+        else:  # both bounds int32 (a loop with a traced bound lowers to scf.for, which wants one type)
+            trips = jnp.where(jnp.max(count) > nsel, jnp.int32(nsel), jnp.int32(0))
+            lax.fori_loop(jnp.int32(0), trips, step, init)
         base += nsel
 
 
 @jit_enabled
-def _nl_call(cfg: _Cfg, cw4, wrap4, c3_4, atype, table, box16, interpret: bool):
+def _nl_call(cfg: _Cfg, order: str, cw4, wrap4, c3_4, atype, table, box16, interpret: bool):
     nf, na, _ = cw4.shape
     nc, cap = table.shape[1:]
-    nnei = sum(cfg.sel)
+    nnei = sum(cfg.sel) + (order == "any")  # "any": one more column, where masked-off scatter lanes point
     ntypes = len(cfg.sel)
     ba = cfg.ba
     frame = lambda shape: pl.BlockSpec((None,) + shape, lambda f, a: (f,) + (0,) * len(shape))
     return pl.pallas_call(
-        functools.partial(_nl_kernel, cfg=cfg),
+        functools.partial(_nl_kernel, cfg=cfg, order=order),
         out_shape=(
             jax.ShapeDtypeStruct((nf, na, nnei), jnp.int32),
             jax.ShapeDtypeStruct((nf, na, nnei, 3), cw4.dtype),
@@ -293,7 +348,15 @@ def _nl_call(cfg: _Cfg, cw4, wrap4, c3_4, atype, table, box16, interpret: bool):
 # ----------------------------------------------------------------------------------------------
 
 
-def build(spec, coord: jax.Array, box: jax.Array | None, atype: jax.Array, *, interpret: bool = False) -> NeighborList:
+def build(
+    spec,
+    coord: jax.Array,
+    box: jax.Array | None,
+    atype: jax.Array,
+    *,
+    order: str = "nearest",
+    interpret: bool = False,
+) -> NeighborList:
     """Build the neighbour list of each frame with the Pallas kernel.
 
     Args:
@@ -301,11 +364,18 @@ def build(spec, coord: jax.Array, box: jax.Array | None, atype: jax.Array, *, in
       coord: (nframes, natoms, 3) Å.
       box: (nframes, 3, 3) Å, rows are cell vectors; ignored (may be None) when ``spec.pbc`` is False.
       atype: (natoms,) or (nframes, natoms) int, atom types; −1 marks padding atoms (never neighbours).
+      order: "nearest": each type's slots nearest first; "any": in candidate order (no selection: one
+        pass over the candidates), except in blocks of centres where one has more neighbours of a type
+        than its ``sel`` slots, which get that type's nearest. The same neighbours either way wherever
+        no type overflows, so the same model outputs up to float rounding.
       interpret: run the kernel with Pallas' interpreter (CPU).
 
     Returns:
-      A :class:`NeighborList` with ``nnei = sum(spec.sel)`` slots per atom, identical to the jnp build.
+      A :class:`NeighborList` with ``nnei = sum(spec.sel)`` slots per atom; with order "nearest" identical
+      to the jnp build's, with "any" to its order "any" wherever no type overflows.
     """
+    if order not in ("nearest", "any"):
+        raise ValueError(f"order must be 'nearest' or 'any', not {order!r}")
     coord = lax.stop_gradient(jnp.asarray(coord))
     dtype = coord.dtype
     nf, natoms = coord.shape[:2]
@@ -326,8 +396,9 @@ def build(spec, coord: jax.Array, box: jax.Array | None, atype: jax.Array, *, in
     wrap4 = pad_axis(pad_axis(wrap, 2, 4), 1, na)
     c3_4 = pad_axis(pad_axis(c3, 2, 4), 1, na)
     at = pad_axis(atype, 1, na, -1)
-    idx, shift, nneigh = _nl_call(cfg, cw4, wrap4, c3_4, at, table, _box16(box, nf, dtype), interpret)
-    return NeighborList(idx[:, :natoms], shift[:, :natoms], nneigh[:, :natoms], overflow)
+    idx, shift, nneigh = _nl_call(cfg, order, cw4, wrap4, c3_4, at, table, _box16(box, nf, dtype), interpret)
+    nnei = sum(cfg.sel)
+    return NeighborList(idx[:, :natoms, :nnei], shift[:, :natoms, :nnei], nneigh[:, :natoms], overflow)
 
 
 def candidates_per_atom(spec, natoms: int) -> int:

@@ -557,9 +557,10 @@ def build(
       atype: (natoms,) or (nframes, natoms) int, atom types; −1 marks padding atoms (never neighbours).
       kernels: "pallas" | "jnp" | "auto" (default: ``$JAXMD_DP_KERNELS``, else auto = Pallas on GPU).
       order: "nearest" — each type's neighbours nearest first (DeePMD-kit's list); "any" — the same
-        neighbours in candidate order, without a sort, whenever no type overflows its ``sel`` in the
-        batch (otherwise the nearest are kept, as with "nearest"). The se_e2_a energy sums over slots, so
-        both give the same model outputs up to float rounding; "any" is much cheaper on CPU (training).
+        neighbours in candidate order, without a sort, whenever no type overflows its ``sel`` (otherwise
+        the nearest are kept, as with "nearest": jnp for the whole batch, the Pallas kernel for the block
+        of centres concerned). The descriptors sum over slots, so both give the same model outputs up to
+        float rounding; "any" is much cheaper (training), on CPU and GPU alike.
 
     Returns:
       A :class:`NeighborList` with ``nnei = sum(spec.sel)`` slots per atom.
@@ -573,7 +574,7 @@ def build(
             spec = spec._replace(method="brute", reach=spec.ncell, ncell=(1, 1, 1))
         if len(spec.sel) == 1:  # one section: every type's neighbours, as type 0's to the kernel
             atype = jnp.minimum(jnp.asarray(atype), 0)
-        nl = build_kernel(spec, coord, box, atype, interpret=dispatch.interpret_mode())
+        nl = build_kernel(spec, coord, box, atype, order=order, interpret=dispatch.interpret_mode())
         return NeighborList(*nl)
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]

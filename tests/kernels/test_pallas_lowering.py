@@ -112,13 +112,17 @@ def _nl_cases():
     ]
 
 
+@pytest.mark.parametrize("order", ["nearest", "any"])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_neighbor_lowers_for_cuda(dtype):
+def test_neighbor_lowers_for_cuda(dtype, order):
     for label, case, spec in _nl_cases():
         nf, natoms = case.coord.shape[:2]
         box = None if case.box is None else S(case.box.shape, dtype)
         low = lower_cuda(
-            lambda c, b, t: pnb.build(spec, c, b, t), S((nf, natoms, 3), dtype), box, S((nf, natoms), jnp.int32)
+            lambda c, b, t: pnb.build(spec, c, b, t, order=order),
+            S((nf, natoms, 3), dtype),
+            box,
+            S((nf, natoms), jnp.int32),
         )
         assert _kernel_names(low) == ["neighbor_list"], label
 
@@ -155,17 +159,18 @@ def test_triton_compiles_to_cubin(tmp_path):
         dump(lower_cuda(_force_loss_weight_grad, S((4,), dtype), *_env_args(dtype)), f"env_{tag}")
         for label, case, spec in _nl_cases()[:3]:
             nf, natoms = case.coord.shape[:2]
-            low = lower_cuda(
-                lambda c, b, t: pnb.build(spec, c, b, t),
-                S((nf, natoms, 3), dtype),
-                S((nf, 3, 3), dtype),
-                S((nf, natoms), jnp.int32),
-            )
-            dump(low, f"nl_{label}_{tag}")
+            for order in ("nearest", "any"):
+                low = lower_cuda(
+                    lambda c, b, t: pnb.build(spec, c, b, t, order=order),
+                    S((nf, natoms, 3), dtype),
+                    S((nf, 3, 3), dtype),
+                    S((nf, natoms), jnp.int32),
+                )
+                dump(low, f"nl_{label}_{order}_{tag}")
     script = tmp_path / "compile_ttir.py"
     script.write_text(COMPILE_SCRIPT)
     env = dict(os.environ, TRITON_DEFAULT_FP_FUSION="1")
     r = subprocess.run([TRITON_PYTHON, str(script), "90", *files], capture_output=True, text=True, env=env, timeout=900)
     sys.stdout.write(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("OK ") == len(files) == 12
+    assert r.stdout.count("OK ") == len(files) == 18

@@ -1,7 +1,8 @@
 """The Pallas neighbour-list kernel (interpret mode) gives exactly the jnp ``build``'s list.
 
 Exact means: ``idx`` and ``shift`` slot for slot (same order inside each type group: nearest first, ties
-by candidate order), ``nneigh`` and ``cell_overflow`` equal.
+by candidate order; with order "any", candidate order wherever no type overflows), ``nneigh`` and
+``cell_overflow`` equal.
 """
 
 from __future__ import annotations
@@ -111,5 +112,58 @@ def test_minimage_spec_through_the_kernel():
     got = run_fast(lambda c, b, t: ref.build(spec, c, b, t, kernels="pallas"), case.coord, case.box, case.atype)
     assert (np.asarray(want.nneigh) > 0).any()
     np.testing.assert_array_equal(np.asarray(got.nneigh), np.asarray(want.nneigh))
+    np.testing.assert_array_equal(np.asarray(got.idx), np.asarray(want.idx))
+    np.testing.assert_array_equal(np.asarray(got.shift), np.asarray(want.shift))
+
+
+@pytest.mark.parametrize(
+    "name,method,rcut,sel",
+    [("triclinic", "cell", 3.0, SEL), ("triclinic", "brute", None, (24, 32)), ("small", "brute", None, (96, 96))],
+)
+def test_any_order_matches_jnp_any(name, method, rcut, sel):
+    """Where no type overflows, order "any" is the jnp build's order "any" slot for slot (the neighbours in
+    candidate order), which differs from nearest first; "small" has two chunks of candidates per centre."""
+    case = make_case(name)
+    spec = ref.allocate(case.coord, case.box, rcut or case.rcut, sel, method)
+    want = jax.jit(lambda c, b, t: ref.build(spec, c, b, t, order="any"))(case.coord, case.box, case.atype)
+    got = run_fast(
+        lambda c, b, t: pnb.build(spec, c, b, t, order="any", interpret=True), case.coord, case.box, case.atype
+    )
+    nn = np.asarray(want.nneigh)
+    assert (nn <= np.asarray(sel)).all() and (nn > 0).any()
+    assert (pnb.plan(spec, case.coord.shape[1]).nchunks > 1) == (name == "small")
+    for field in ("idx", "shift", "nneigh"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, field)), np.asarray(getattr(want, field)))
+    nearest = ref.build(spec, case.coord, case.box, case.atype)
+    assert not np.array_equal(np.asarray(got.idx), np.asarray(nearest.idx))
+    assert _as_sets(got, sel) == _as_sets(nearest, sel)
+
+
+@pytest.mark.parametrize("name", ["triclinic", "small", "nopbc"])
+def test_any_order_overflow_keeps_the_nearest(name):
+    """Where a centre has more neighbours of a type than its slots, order "any" keeps the nearest of that
+    type, as order "nearest" does: per type block the same neighbours, and the same counts."""
+    case = make_case(name)
+    spec = ref.allocate(case.coord, case.box, case.rcut, SEL, "brute")
+    want = jax.jit(lambda c, b, t: ref.build(spec, c, b, t))(case.coord, case.box, case.atype)
+    got = run_fast(
+        lambda c, b, t: pnb.build(spec, c, b, t, order="any", interpret=True), case.coord, case.box, case.atype
+    )
+    assert (np.asarray(want.nneigh) > np.asarray(SEL)).any()
+    np.testing.assert_array_equal(np.asarray(got.nneigh), np.asarray(want.nneigh))
+    assert _as_sets(got, SEL) == _as_sets(want, SEL)
+
+
+def test_any_order_through_build():
+    """``neighbor.build(..., kernels="pallas", order="any")`` runs the kernel's order "any"."""
+    case = make_case("triclinic", seed=2)
+    spec = ref.allocate(case.coord, case.box, 3.0, SEL, "cell")
+    want = jax.jit(lambda c, b, t: ref.build(spec, c, b, t, kernels="jnp", order="any"))(
+        case.coord, case.box, case.atype
+    )
+    got = run_fast(
+        lambda c, b, t: ref.build(spec, c, b, t, kernels="pallas", order="any"), case.coord, case.box, case.atype
+    )
+    assert (np.asarray(want.nneigh) <= np.asarray(SEL)).all()
     np.testing.assert_array_equal(np.asarray(got.idx), np.asarray(want.idx))
     np.testing.assert_array_equal(np.asarray(got.shift), np.asarray(want.shift))
