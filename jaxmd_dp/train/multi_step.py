@@ -11,7 +11,13 @@ states in the checkpoints: restarts stay exact).
 A chunk ends where the loop reads the state (:func:`chunk_length`): a learning-curve line, a checkpoint,
 the run's end; so a restart from a checkpoint runs the same chunks. n is an argument of the program, so one
 compiled program takes every chunk, a single step too: data kept on the device never compiles the one-step
-program. Batches that cannot run as one chunk (:func:`chunk_inputs`: not kept on the device, e.g. merged
+program. On a GPU the loop runs all K steps and keeps the first n (:func:`fixed_trips`): a loop whose trip
+count depends on n makes XLA copy its condition to the host and wait for it before every step, so the host
+cannot queue the next steps' kernels ahead of the device; with K known it runs the K bodies back to back.
+The steps past n are computed and dropped (chunks are K long but where a learning-curve line, a checkpoint
+or the run's end falls inside one).
+
+Batches that cannot run as one chunk (:func:`chunk_inputs`: not kept on the device, e.g. merged
 batches of several shapes, or of two store groups, layouts or label sets) run one per dispatch, with the same
 numbers (the loop's body is the step's). The NaN guard and stop signals are handled at the chunk's end; the
 callbacks' ``on_step`` is called for each of the chunk's steps then, with that step's metrics.
@@ -51,18 +57,31 @@ def make_train_steps(hyper, prefs, schedule, optimizer, ema_decay: float | None 
         def step(i, state):
             return body(state, stats, {"store": store, "rows": rows[i], "slots": slots[i], **finds}, layout)
 
+        k = rows.shape[0]
+        fixed = fixed_trips()
+
         def one(i, carry):
             state, stacked = carry
-            state, metrics = step(i, state)
-            return state, jax.tree_util.tree_map(lambda a, m: a.at[i].set(m), stacked, metrics)
+            new, metrics = step(i, state)
+            if fixed:  # step i ≥ n: computed, its state and metrics dropped
+                keep = i < n
+                new = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new, state)
+                metrics = jax.tree_util.tree_map(lambda m: jnp.where(keep, m, jnp.zeros_like(m)), metrics)
+            return new, jax.tree_util.tree_map(lambda a, m: a.at[i].set(m), stacked, metrics)
 
         shapes = jax.eval_shape(step, 0, state)[1]  # the metrics' shapes (a trace, no compile)
-        stacked = jax.tree_util.tree_map(lambda m: jnp.zeros((rows.shape[0], *m.shape), m.dtype), shapes)
-        return jax.lax.fori_loop(0, n, one, (state, stacked))
+        stacked = jax.tree_util.tree_map(lambda m: jnp.zeros((k, *m.shape), m.dtype), shapes)
+        return jax.lax.fori_loop(0, k if fixed else n, one, (state, stacked))
 
     # not inline_trace as a whole: with jit disabled the loop would run in Python; its body is
     options = train_compiler_options(hyper=hyper)
     return jax.jit(train_steps, static_argnums=7, donate_argnums=0, compiler_options=options)
+
+
+def fixed_trips() -> bool:
+    """Whether the loop runs all K steps of a chunk, keeping the first n (on a GPU; see the module's
+    docstring), rather than n: on the CPU a loop's condition costs nothing and a dropped step its time."""
+    return jax.default_backend() == "gpu"
 
 
 def steps_per_dispatch(rule: int | str, loops: bool) -> int:

@@ -12,7 +12,7 @@ from train.tiny import small_water_model, tiny_cu_dict
 
 from jaxmd_dp.config import config_from_dict
 from jaxmd_dp.errors import InputError
-from jaxmd_dp.train import Trainer
+from jaxmd_dp.train import Trainer, multi_step
 from jaxmd_dp.train.checkpoint import checkpoint_steps, load_model_from_checkpoint
 from jaxmd_dp.train.guards import StopSignals
 from jaxmd_dp.train.loop import TrainingDiverged
@@ -112,6 +112,24 @@ def test_chunks_give_the_learning_curve_of_single_steps(runs):
     # the logged FLOPs of a step: XLA counts the loop's body, one step, once
     one, loop = out[1][1].step_cost["flops"], out[K][1].step_cost["flops"]
     assert abs(loop - one) <= 0.01 * one, (one, loop)
+
+
+def test_all_k_steps_kept_n_gives_the_same_run(runs, tmp_path, monkeypatch):
+    """The GPU's loop (:func:`multi_step.fixed_trips`: all K steps run, the first n kept), here on the CPU:
+    chunks shorter than K (step 1, before a line) drop their extra steps, so the run is the one-step run's."""
+    name, out = runs
+    monkeypatch.setattr(multi_step, "fixed_trips", lambda: True)
+    multi_step.make_train_steps.cache_clear()
+    try:
+        trainer = Trainer(config_from_dict(INPUTS[name](steps_per_dispatch=K)), tmp_path, log=_quiet)
+        trainer.fit()
+    finally:
+        multi_step.make_train_steps.cache_clear()
+    assert trainer.chunked_steps == STEPS - 1
+    a, b = np.array(rows(out[1][0] / "lcurve.out"), float), np.array(rows(tmp_path / "lcurve.out"), float)
+    np.testing.assert_allclose(b, a, rtol=1e-12, atol=0)
+    for x, y in zip(params(out[1][0]), params(tmp_path)):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-15)
 
 
 def test_restart_mid_run_is_exact(runs, tmp_path):
