@@ -229,7 +229,8 @@ def _compact(cfg: _Cfg, ctx, refs, cand, wi, wrap_ref, idx_ref, shift_ref):
             n = ok.astype(jnp.int32)
             rank = counts[t][:, None] + jnp.cumsum(n, axis=1) - n
             keep = ok & (rank < nsel)
-            # masked-off lanes all point at the spare last column (Pallas' interpreter writes them back)
+            # masked-off lanes all point at the spare last column: Pallas' interpreter writes their old
+            # values back, which must not land on a real slot
             col = jnp.where(keep, first[t] + rank, nnei)
             plt.store(idx_ref.at[rows, col], jj, mask=keep)
             for k in range(3):
