@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -172,7 +173,8 @@ class Trainer:
         )
         # training.steps_per_dispatch: K > 1 steps per dispatch where the batches allow (train.multi_step)
         loops = self.workers.loops and self.batches.plain
-        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, loops)
+        period = math.gcd(tc.disp_freq, tc.save_freq)  # chunks end at lines and checkpoints
+        self.steps_per_dispatch = steps_per_dispatch(tc.steps_per_dispatch, loops, period)
         if self.steps_per_dispatch > 1 and not loops:
             raise InputError(
                 f"config key 'training.steps_per_dispatch': {tc.steps_per_dispatch} steps per dispatch need one "

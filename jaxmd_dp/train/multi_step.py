@@ -84,12 +84,16 @@ def fixed_trips() -> bool:
     return jax.default_backend() == "gpu"
 
 
-def steps_per_dispatch(rule: int | str, loops: bool) -> int:
+def steps_per_dispatch(rule: int | str, loops: bool, period: int | None = None) -> int:
     """K of ``training.steps_per_dispatch``: as given; "auto": :data:`AUTO_K` where the workers can run the loop
-    (``loops``: one worker per process), else 1."""
-    if rule != "auto":
-        return int(rule)
-    return AUTO_K if loops else 1
+    (``loops``: one worker per process), else 1. Where the loop runs all K steps of a chunk (:func:`fixed_trips`),
+    the largest K' ≤ K that divides ``period`` (the steps between learning-curve lines and checkpoints: the gcd
+    of disp_freq and save_freq), so that chunks are K' long but at the run's start and end and no step is
+    computed in vain in between."""
+    k = int(rule) if rule != "auto" else (AUTO_K if loops else 1)
+    if period and fixed_trips():
+        k = max(d for d in range(1, k + 1) if period % d == 0)
+    return k
 
 
 def chunk_length(step: int, total: int, k: int, disp_freq: int, save_freq: int) -> int:

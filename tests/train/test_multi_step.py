@@ -76,6 +76,14 @@ def test_auto_is_several_steps_for_one_worker_per_process():
     assert steps_per_dispatch(5, True) == 5
 
 
+def test_k_divides_the_line_period_where_all_k_steps_run(monkeypatch):
+    # on a GPU every chunk runs K steps: K shrinks to divide the steps between lines and checkpoints
+    assert steps_per_dispatch(10, True, 7) == 10  # n steps a chunk: nothing runs in vain
+    monkeypatch.setattr(multi_step, "fixed_trips", lambda: True)
+    assert [steps_per_dispatch(10, True, p) for p in (50, 7, 25, 1, 13)] == [10, 7, 5, 1, 1]
+    assert steps_per_dispatch("auto", True, 100) == AUTO_K and steps_per_dispatch(50, True, 100) == 50
+
+
 def test_processes_agree_on_signals_when_a_chunk_passes_the_sync_step():
     # [data parallel] chunks of K steps end at lines and checkpoints, not at multiples of the sync interval:
     # the processes exchange their signals whenever the steps just taken passed one
