@@ -104,11 +104,11 @@ def plan(spec, natoms: int) -> _Cfg:
 # ----------------------------------------------------------------------------------------------
 
 
-def _prepare_frame(cfg: _Cfg, pbc: bool, coord, box, atype):
+def _prepare_frame(cfg: _Cfg, pbc: bool, coord, box, box_inv, atype):
     natoms = coord.shape[0]
     ncells = math.prod(cfg.ncell)
     if pbc:
-        frac = coord @ jnp.linalg.inv(box)
+        frac = coord @ box_inv
         wrap = jnp.floor(frac)
         fw = frac - wrap
         cw = fw @ box
@@ -356,6 +356,7 @@ def build(
     atype: jax.Array,
     *,
     order: str = "nearest",
+    box_inverse: jax.Array | None = None,
     interpret: bool = False,
 ) -> NeighborList:
     """Build the neighbour list of each frame with the Pallas kernel.
@@ -369,6 +370,8 @@ def build(
         pass over the candidates), except in blocks of centres where one has more neighbours of a type
         than its ``sel`` slots, which get that type's nearest. The same neighbours either way wherever
         no type overflows, so the same model outputs up to float rounding.
+      box_inverse: (nframes, 3, 3) 1/Å, the inverse of ``box``, where the caller has it (a GPU computes
+        ``jnp.linalg.inv`` with a few cuSOLVER kernels); by default that.
       interpret: run the kernel with Pallas' interpreter (CPU).
 
     Returns:
@@ -384,10 +387,12 @@ def build(
     pbc = bool(spec.pbc) and box is not None
     if pbc:
         box = lax.stop_gradient(jnp.asarray(box, dtype))
+        inv = jnp.linalg.inv(box) if box_inverse is None else lax.stop_gradient(jnp.asarray(box_inverse, dtype))
     else:
-        box = jnp.zeros((nf, 3, 3), dtype)
+        box = inv = jnp.zeros((nf, 3, 3), dtype)
     cfg = plan(spec, natoms)
-    cw, wrap, c3, table, counts = jax.vmap(lambda c, b, t: _prepare_frame(cfg, pbc, c, b, t))(coord, box, atype)
+    prepare = jax.vmap(lambda c, b, bi, t: _prepare_frame(cfg, pbc, c, b, bi, t))
+    cw, wrap, c3, table, counts = prepare(coord, box, inv, atype)
     if pbc and spec.method == "cell":
         overflow = jnp.any(counts > spec.capacity)
     else:

@@ -574,7 +574,8 @@ def build(
             spec = spec._replace(method="brute", reach=spec.ncell, ncell=(1, 1, 1))
         if len(spec.sel) == 1:  # one section: every type's neighbours, as type 0's to the kernel
             atype = jnp.minimum(jnp.asarray(atype), 0)
-        nl = build_kernel(spec, coord, box, atype, order=order, interpret=dispatch.interpret_mode())
+        inv = None if box is None or not spec.pbc else inverse_box(jnp.asarray(box))
+        nl = build_kernel(spec, coord, box, atype, order=order, box_inverse=inv, interpret=dispatch.interpret_mode())
         return NeighborList(*nl)
     coord = jnp.asarray(coord)
     nf, natoms = coord.shape[:2]

@@ -30,6 +30,7 @@ from pallas_cases import RCUT_SMTH, SEL, make_case
 from triton_ir import COMPILE_SCRIPT, TRITON_TARGET, triton_modules
 
 from jaxmd_dp.geometry import neighbor as ref_nb
+from pallas_kernels import dispatch
 from pallas_kernels import env_mat as pem
 from pallas_kernels import neighbor as pnb
 
@@ -125,6 +126,19 @@ def test_neighbor_lowers_for_cuda(dtype, order):
             S((nf, natoms), jnp.int32),
         )
         assert _kernel_names(low) == ["neighbor_list"], label
+
+
+def test_training_build_has_no_solver_calls(monkeypatch):
+    """``neighbor.build`` hands the kernel the box's inverse from its cross products: no cuSOLVER LU calls
+    (each a few kernels on the GPU) in the lowered program, as there are with the kernel's own default."""
+    monkeypatch.setattr(dispatch, "interpret_mode", lambda: False)  # as on a GPU
+    case = make_case("triclinic")
+    spec = ref_nb.allocate(case.coord, case.box, 3.0, SEL, "cell")
+    args = (S(case.coord.shape, jnp.float64), S(case.box.shape, jnp.float64), S(case.atype.shape, jnp.int32))
+    own = lower_cuda(lambda c, b, t: pnb.build(spec, c, b, t, order="any"), *args).as_text()
+    low = lower_cuda(lambda c, b, t: ref_nb.build(spec, c, b, t, "pallas", "any"), *args)
+    assert "getrf" in own
+    assert "getrf" not in low.as_text() and _kernel_names(low) == ["neighbor_list"]
 
 
 def test_export_for_cuda():
