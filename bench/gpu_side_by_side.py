@@ -5,8 +5,10 @@ in one run: ms per step, first step, last learning-curve row, as one table.
         [--codes ours-float64 ours-float32 dp-pt dp-jax] [--limit 150]
 
 More codes of ours, float64 with one setting changed (``bench/gpu_loop_options.sh`` runs them):
-``ours-float64-k1`` and ``-k50`` (``training.steps_per_dispatch``), ``-cb-off`` (XLA's command buffers, CUDA
-graphs, off) and ``-cb-while`` (extended to while and conditional ops), through ``XLA_FLAGS``.
+``ours-float64-k1`` and ``-k50`` (``training.steps_per_dispatch``), and through ``XLA_FLAGS``: ``-cb-off``
+(XLA's command buffers, CUDA graphs, off), ``-cb-while`` (extended to while and conditional ops),
+``-autotune`` (GEMM autotuning at level 4) and ``-cublas`` (cuBLAS for every matrix product, no Triton GEMM
+fusions).
 
 Run by ``bench/gpu_side_by_side.sh`` (which installs DeePMD-kit from wheels on a machine with no package
 index). Each input of ../shared/bench (DeePMD-kit's input.json, absolute data paths, numb_steps/disp_freq
@@ -41,6 +43,8 @@ OURS = {  # ours' codes after "ours-<precision>": (config overrides, XLA_FLAGS a
     "-k50": (("training.steps_per_dispatch=50",), ""),
     "-cb-off": ((), "--xla_gpu_enable_command_buffer="),
     "-cb-while": ((), f"--xla_gpu_enable_command_buffer={CB_ALL}"),
+    "-autotune": ((), "--xla_gpu_autotune_level=4"),
+    "-cublas": ((), "--xla_gpu_enable_triton_gemm=false"),
 }
 DEFAULT_CODES = ("ours-float64", "ours-float32", "dp-pt", "dp-jax")
 CODES = DEFAULT_CODES + tuple(f"ours-float64{v}" for v in OURS if v)
