@@ -117,13 +117,18 @@ def test_minimage_spec_through_the_kernel():
 
 
 @pytest.mark.parametrize(
-    "name,method,rcut,sel",
-    [("triclinic", "cell", 3.0, SEL), ("triclinic", "brute", None, (24, 32)), ("small", "brute", None, (96, 96))],
+    "name,method,rcut,sel,dtype",
+    [
+        ("triclinic", "cell", 3.0, SEL, np.float64),
+        ("triclinic", "brute", None, (24, 32), np.float32),
+        ("small", "brute", None, (96, 96), np.float64),
+    ],
 )
-def test_any_order_matches_jnp_any(name, method, rcut, sel):
+def test_any_order_matches_jnp_any(name, method, rcut, sel, dtype):
     """Where no type overflows, order "any" is the jnp build's order "any" slot for slot (the neighbours in
     candidate order), which differs from nearest first; "small" has two chunks of candidates per centre."""
     case = make_case(name)
+    case = case._replace(coord=case.coord.astype(dtype), box=case.box.astype(dtype))
     spec = ref.allocate(case.coord, case.box, rcut or case.rcut, sel, method)
     want = jax.jit(lambda c, b, t: ref.build(spec, c, b, t, order="any"))(case.coord, case.box, case.atype)
     got = run_fast(
