@@ -78,6 +78,7 @@ def test_auto_is_several_steps_for_one_worker_per_process():
 
 def test_k_divides_the_line_period_where_all_k_steps_run(monkeypatch):
     # on a GPU every chunk runs K steps: K shrinks to divide the steps between lines and checkpoints
+    monkeypatch.setattr(multi_step, "fixed_trips", lambda: False)
     assert steps_per_dispatch(10, True, 7) == 10  # n steps a chunk: nothing runs in vain
     monkeypatch.setattr(multi_step, "fixed_trips", lambda: True)
     assert [steps_per_dispatch(10, True, p) for p in (50, 7, 25, 1, 13)] == [10, 7, 5, 1, 1]
