@@ -70,9 +70,9 @@ def one(code: str, name: str, steps: int, disp: int, out: Path, limit: float) ->
     if code.startswith("ours"):
         overrides, flags = OURS[code.removeprefix(f"ours-{prec}")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ts.ROOT), os.environ.get("PYTHONPATH")]))}
-        xla = " ".join(filter(None, [os.environ.get("XLA_FLAGS", "").strip(), flags]))
-        env.pop("XLA_FLAGS", None)
-        env.update({"XLA_FLAGS": xla} if xla else {})  # XLA_FLAGS must not be blank
+        xla = " ".join(filter(None, [env.pop("XLA_FLAGS", "").strip(), flags]))
+        if xla:  # XLA_FLAGS must not be blank
+            env["XLA_FLAGS"] = xla
         cmd = [sys.executable, "-m", "jaxmd_dp.train", str(inp), "-o", str(d), "--force", *overrides]
         rc, wall = run(cmd, ts.ROOT, log, limit, env)
     else:
